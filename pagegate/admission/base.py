@@ -1,0 +1,122 @@
+"""The seam between page work and whatever decides how much of it reaches the server.
+
+A page worker holds a `Permit` for exactly the time one request is in flight:
+
+    async with admission.slot(group_id) as permit:
+        png = render(...)              # only after admission: memory stays flat
+        reply = await post(...)
+        permit.finish(Outcome.OK)
+
+The permit always comes back: on a normal exit, an exception or a cancellation.
+If the worker did not call `finish`, leaving the block normally counts as `OK`,
+leaving it with `CapacityError` counts as `CAPACITY`, with any other exception as
+`CONTENT`, and cancellation as `CANCELLED`.
+
+Outcomes feed the limiter the way Netflix concurrency-limits' listener does
+(onSuccess / onDropped / onIgnore): OK and CONTENT are pages the server finished
+(progress); CAPACITY is a sign of overload; CANCELLED carries no signal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Protocol
+
+from pagegate.errors import CapacityError
+
+
+class Outcome(enum.Enum):
+    OK = "ok"                 # the server answered and the answer was usable
+    CONTENT = "content"       # the server answered, but the answer was unusable
+    CAPACITY = "capacity"     # 503/429/refused/reset/timeout: the server could not take it
+    CANCELLED = "cancelled"   # the caller gave up; no information about the server
+
+    @property
+    def server_finished(self) -> bool:
+        """True when the server completed work for this request (counts as progress)."""
+        return self in (Outcome.OK, Outcome.CONTENT)
+
+
+class Permit(Protocol):
+    def finish(self, outcome: Outcome) -> None: ...
+
+
+class Admission(Protocol):
+    """Anything that hands out page permits: a fixed limit, the gate, a router."""
+
+    def slot(self, group_id: str) -> AbstractAsyncContextManager[Permit]: ...
+
+    def snapshot(self) -> dict[str, Any]: ...
+
+
+def outcome_for_exception(exc: BaseException | None) -> Outcome:
+    """The outcome to record when a permit is returned without an explicit `finish`."""
+    if exc is None:
+        return Outcome.OK
+    if isinstance(exc, asyncio.CancelledError):
+        return Outcome.CANCELLED
+    if isinstance(exc, CapacityError):
+        return Outcome.CAPACITY
+    return Outcome.CONTENT
+
+
+class _RecordingPermit:
+    __slots__ = ("outcome",)
+
+    def __init__(self) -> None:
+        self.outcome: Outcome | None = None
+
+    def finish(self, outcome: Outcome) -> None:
+        self.outcome = outcome
+
+
+class FixedLimit:
+    """At most `limit` requests in flight; no server feedback.
+
+    The `--max-concurrent-requests` bound, and a test double that pins behaviour.
+    Must be created inside the event loop that uses it.
+    """
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        self.limit = limit
+        self._sem = asyncio.Semaphore(limit)
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.outcomes: dict[str, int] = {o.value: 0 for o in Outcome}
+
+    @asynccontextmanager
+    async def _slot(self, group_id: str) -> AsyncIterator[Permit]:
+        async with self._sem:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            permit = _RecordingPermit()
+            exc: BaseException | None = None
+            try:
+                yield permit
+            except BaseException as e:
+                exc = e
+                raise
+            finally:
+                self.in_flight -= 1
+                outcome = permit.outcome or outcome_for_exception(exc)
+                self.outcomes[outcome.value] += 1
+
+    def slot(self, group_id: str) -> AbstractAsyncContextManager[Permit]:
+        return self._slot(group_id)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "kind": "fixed",
+            "limit": self.limit,
+            "in_flight": self.in_flight,
+            "peak_in_flight": self.peak_in_flight,
+            "outcomes": dict(self.outcomes),
+        }
+
+    def __repr__(self) -> str:
+        return f"FixedLimit(limit={self.limit}, in_flight={self.in_flight})"

@@ -1,0 +1,89 @@
+"""Every error pagegate raises on purpose, in one tree.
+
+The tree separates *what went wrong* so that retries can tell the cases apart:
+
+    PagegateError
+    ├── InputError                 a source PDF cannot be processed (goes to the ledger)
+    │   ├── NotAPdfError           bytes are not a PDF at all (HTML, random bytes)
+    │   ├── CorruptPdfError        looks like a PDF but cannot be parsed
+    │   ├── EncryptedPdfError      needs a password we do not have
+    │   ├── EmptyPdfError          parses, but has zero pages
+    │   ├── TooManyPagesError      more pages than the configured cap
+    │   └── DownloadError          the object could not be fetched (carries the S3 code)
+    ├── StorageError               a workspace or source location is unusable
+    ├── CapacityError              the server could not take the request now (503/429,
+    │                              refused, reset, timeout); back off, never burns a page retry
+    │   └── ServerUnavailableError capacity errors lasted past the deadline
+    └── ContentError               the server answered, but the answer is unusable
+        └── ReplyParseError        the reply does not follow the profile's format
+
+`InputError.reason` is the short, stable reason class written to the failure ledger.
+"""
+
+from __future__ import annotations
+
+
+class PagegateError(Exception):
+    """Base class for every error pagegate raises deliberately."""
+
+
+class InputError(PagegateError):
+    """A source document cannot be processed; recorded in the ledger, never fatal to a run."""
+
+    reason = "unreadable"
+
+    def __init__(self, message: str, *, source: str | None = None) -> None:
+        super().__init__(message)
+        self.source = source
+
+
+class NotAPdfError(InputError):
+    reason = "not_a_pdf"
+
+
+class CorruptPdfError(InputError):
+    reason = "unreadable"
+
+
+class EncryptedPdfError(InputError):
+    reason = "encrypted"
+
+
+class EmptyPdfError(InputError):
+    reason = "zero_pages"
+
+
+class TooManyPagesError(InputError):
+    reason = "too_many_pages"
+
+
+class DownloadError(InputError):
+    reason = "download_failed"
+
+    def __init__(self, message: str, *, source: str | None = None, code: str | None = None) -> None:
+        super().__init__(message, source=source)
+        self.code = code
+
+
+class StorageError(PagegateError):
+    """A workspace or source location cannot be used (bad URI, missing bucket, ...)."""
+
+
+class CapacityError(PagegateError):
+    """The server could not take the request right now; retry after backing off."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ServerUnavailableError(CapacityError):
+    """The server stayed unreachable or overloaded past the configured deadline."""
+
+
+class ContentError(PagegateError):
+    """The server answered, but the answer cannot be used; retry with other sampling."""
+
+
+class ReplyParseError(ContentError):
+    """The reply text does not follow the model profile's reply format."""
