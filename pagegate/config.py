@@ -1,0 +1,51 @@
+"""The settings of one run, as plain data.
+
+The CLI, the Prefect flow's parameters and the tests all build a `RunConfig`; the
+library below never reads the environment or argv itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything one `ocr_pdfs` run needs to know. Defaults follow olmOCR where it has one."""
+
+    sources: tuple[str, ...]
+    workspace: str
+    server_url: str = "http://127.0.0.1:8000/v1"
+    model: str = "olmocr"                     # served model name; olmOCR serves as "olmocr"
+    profile: str = "olmocr-2"
+    api_key: str | None = None
+    pages_per_group: int = 500                # olmOCR --pages_per_group
+    workers: int = 20                         # group tasks at once (olmOCR --workers)
+    max_concurrent_requests: int = 1600       # olmOCR --max_concurrent_requests; used when no gate
+    markdown: bool = False
+    target_longest_image_dim: int = 1288      # olmOCR --target_longest_image_dim
+    max_page_retries: int = 8                 # olmOCR --max_page_retries
+    max_page_error_rate: float = 0.004        # olmOCR --max_page_error_rate (1/250)
+    max_pages_per_pdf: int | None = None
+    pdf_password: str | None = None
+    request_timeout_seconds: float = 600.0    # one chat completion, queueing included
+    server_unavailable_after_seconds: float = 1800.0
+    download_concurrency: int = 8             # PDFs fetched at once per group
+    skip_committed: bool = True
+    gate_block: str | None = None             # name of a saved AdmissionGate block
+    gate_overrides: dict[str, float | int | bool] = field(default_factory=dict)
+    use_gate: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.sources:
+            raise ValueError("at least one source is required")
+        if self.pages_per_group < 1:
+            raise ValueError("pages_per_group must be at least 1")
+        if self.workers < 1:
+            raise ValueError("workers must be at least 1")
+        if self.max_concurrent_requests < 1:
+            raise ValueError("max_concurrent_requests must be at least 1")
+        if not 0.0 <= self.max_page_error_rate <= 1.0:
+            raise ValueError("max_page_error_rate must be within [0, 1]")
+        if self.max_page_retries < 1:
+            raise ValueError("max_page_retries must be at least 1")

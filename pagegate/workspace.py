@@ -1,0 +1,64 @@
+"""The workspace: where results, markdown and the failure ledger live.
+
+Layout (relative to the workspace root, local or S3):
+
+    results/<document_id>.jsonl     one Dolma line per PDF; its existence means "done"
+    markdown/<mirrored path>.md     with --markdown
+    ledger/<document_id>.json       one failure record per PDF that could not be processed
+
+The result object is the commit marker and is written last, atomically, so a PDF is
+either fully done or not done; markdown is written before it. A later success removes
+the PDF's ledger record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pagegate.documents import dolma_line, markdown_relpath, markdown_text
+from pagegate.ledger import FailureRecord, ledger_key, record_from_json, record_to_json, result_key
+from pagegate.storage import Store, open_store
+
+
+class Workspace:
+    """Thin I/O over a Store for the workspace layout above. Methods are blocking."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    @classmethod
+    def open(cls, uri: str, *, s3_client: Any | None = None) -> Workspace:
+        return cls(open_store(uri, s3_client=s3_client))
+
+    @property
+    def uri(self) -> str:
+        return self.store.uri
+
+    def is_committed(self, source_uri: str) -> bool:
+        return self.store.exists(result_key(source_uri))
+
+    def commit_document(self, source_uri: str, doc: dict[str, Any], *, markdown: bool) -> str:
+        """Write markdown (optional), then the result object; clear any old ledger record."""
+        if markdown:
+            md_key = "markdown/" + markdown_relpath(source_uri)
+            self.store.write_bytes(md_key, markdown_text(doc).encode("utf-8"))
+        key = result_key(source_uri)
+        self.store.write_bytes(key, dolma_line(doc).encode("utf-8"))
+        self.store.delete(ledger_key(source_uri))
+        return self.store.uri_for(key)
+
+    def record_failure(self, record: FailureRecord) -> str:
+        key = ledger_key(record.source)
+        self.store.write_bytes(key, record_to_json(record).encode("utf-8"))
+        return self.store.uri_for(key)
+
+    def iter_failures(self) -> Iterator[FailureRecord]:
+        for info in self.store.list("ledger/"):
+            if info.key.endswith(".json"):
+                yield record_from_json(self.store.read_bytes(info.key).decode("utf-8"))
+
+    def iter_result_keys(self) -> Iterator[str]:
+        for info in self.store.list("results/"):
+            if info.key.endswith(".jsonl"):
+                yield info.key
