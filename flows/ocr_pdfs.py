@@ -13,9 +13,9 @@ import asyncio
 from typing import Any
 
 import httpx
-from prefect import flow, get_run_logger
+from prefect import State, flow, get_run_logger
 from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
-from prefect.states import Completed, Failed, State
+from prefect.states import Completed, Failed
 
 from pagegate.admission.base import Admission
 from pagegate.clock import MonotonicClock

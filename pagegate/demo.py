@@ -1,0 +1,54 @@
+"""`pagegate demo`: the whole pipeline on one machine, with nothing to configure.
+
+Sample PDFs (some deliberately broken) are generated, the simulator plays the vLLM
+server, Prefect runs ephemerally on SQLite, and the workspace is a local folder.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pagegate.samples import write_sample_corpus
+from pagegate.sim.process import SimProcess
+
+RunFlow = Callable[..., tuple[bool, dict[str, Any]]]
+
+
+def run_demo(directory: Path, *, good: int, run: RunFlow) -> int:
+    """Returns the process exit code: 0 when exactly the deliberately broken PDFs failed."""
+    pdf_dir = directory / "pdfs"
+    workspace = directory / "workspace"
+    for old in (pdf_dir, workspace):
+        shutil.rmtree(old, ignore_errors=True)
+    files = write_sample_corpus(pdf_dir, good=good, include_bad=True)
+    print(f"pagegate demo: {len(files)} sample PDFs in {pdf_dir}")
+    with SimProcess(profile="ci") as sim:
+        print(f"pagegate demo: simulator (playing vLLM) at {sim.base_url}")
+        _completed, summary = run(
+            sources=[str(pdf_dir)],
+            workspace=str(workspace),
+            server_url=sim.base_url,
+            markdown=True,
+            pages_per_group=20,
+        )
+    failed = summary.get("failed", [])
+    print(
+        f"\nPDFs converted: {summary.get('pdfs_ok', 0)}, pages: {summary.get('pages', 0)}, "
+        f"in {float(summary.get('elapsed_seconds') or 0):.1f} s"
+    )
+    print(f"PDFs recorded in the failure ledger: {len(failed)}")
+    for f in failed:
+        print(f"  {Path(f['source']).name}: {f['reason']}")
+    print(f"\nDolma JSONL: {workspace / 'results'}")
+    print(f"Markdown:    {workspace / 'markdown'}")
+    print(f"Ledger:      {workspace / 'ledger'}")
+    expected_bad = {p.name for p in files if p.name.startswith("bad-")}
+    failed_names = {Path(f["source"]).name for f in failed}
+    if failed_names == expected_bad and summary.get("pdfs_ok", 0) == len(files) - len(expected_bad):
+        print("\nThe broken samples failed as they should; every good PDF was converted.")
+        return 0
+    print("\nUnexpected outcome: see the list above.")
+    return 1

@@ -1,0 +1,195 @@
+"""The ocr-pdfs flow end to end: real Prefect API, real S3 server, real simulator process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import boto3
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from pagegate import samples
+from pagegate.documents import document_id
+from pagegate.plan_job import plan_sources
+from pagegate.storage import make_s3_client
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
+
+
+def run_flow(**params: Any) -> tuple[Any, dict[str, Any]]:
+    from flows.ocr_pdfs import ocr_pdfs
+
+    state = asyncio.run(ocr_pdfs(**params, return_state=True))
+    data = state.result(raise_on_failure=False)
+    return state, data
+
+
+def metric_total(metrics_url: str, name: str) -> float:
+    text = httpx.get(metrics_url, timeout=10).text
+    total = 0.0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name:
+                total += sample.value
+    return total
+
+
+def read_results(workspace: Path) -> dict[str, dict[str, Any]]:
+    docs = {}
+    for path in sorted((workspace / "results").glob("*.jsonl")):
+        lines = path.read_text().splitlines()
+        assert len(lines) == 1, "one Dolma line per PDF"
+        doc = json.loads(lines[0])
+        docs[doc["metadata"]["Source-File"]] = doc
+    return docs
+
+
+def read_ledger(workspace: Path) -> dict[str, dict[str, Any]]:
+    return {
+        rec["source"]: rec
+        for rec in (json.loads(p.read_text()) for p in (workspace / "ledger").glob("*.json"))
+    }
+
+
+def test_local_in_local_out_with_markdown_and_a_bad_pdf(tmp_path: Path, start_sim: Any) -> None:
+    src = tmp_path / "in"
+    (src / "sub").mkdir(parents=True)
+    (src / "a.pdf").write_bytes(samples.text_pdf(3, title="Alpha"))
+    (src / "sub" / "b.pdf").write_bytes(samples.image_pdf())
+    (src / "locked.pdf").write_bytes(samples.encrypted_pdf())
+    ws = tmp_path / "ws"
+    sim = start_sim(profile="ci")
+
+    state, summary = run_flow(
+        sources=[str(src)], workspace=str(ws), server_url=sim.base_url, markdown=True,
+        pages_per_group=2,
+    )
+
+    assert state.is_failed()
+    assert "locked.pdf" in state.message
+    docs = read_results(ws)
+    assert set(docs) == {str(src / "a.pdf"), str(src / "sub" / "b.pdf")}
+    alpha = docs[str(src / "a.pdf")]
+    assert alpha["id"] == document_id(str(src / "a.pdf"))
+    assert alpha["metadata"]["pdf-total-pages"] == 3
+    assert alpha["metadata"]["total-fallback-pages"] == 0
+    spans = alpha["attributes"]["pdf_page_numbers"]
+    assert [s[2] for s in spans] == [1, 2, 3]
+    for start, end, _page in spans:
+        assert alpha["text"][start:end].startswith("page "), "each page's text is the model's reply"
+    ledger = read_ledger(ws)
+    assert list(ledger) == [str(src / "locked.pdf")]
+    assert ledger[str(src / "locked.pdf")]["reason"] == "encrypted"
+    md = ws / "markdown" / str(src / "sub" / "b.md").lstrip("/")
+    assert md.read_text() == docs[str(src / "sub" / "b.pdf")]["text"]
+    assert summary["pdfs_ok"] == 2 and summary["pdfs_failed"] == 1
+
+
+def test_s3_in_s3_out_and_groups_stable(s3_bucket: str, start_sim: Any) -> None:
+    s3 = boto3.client("s3")
+    for i in range(4):
+        s3.put_object(Bucket=s3_bucket, Key=f"in/doc{i}.pdf", Body=samples.text_pdf(i + 1, title=f"D{i}"))
+    s3.put_object(Bucket=s3_bucket, Key="in/notes.txt", Body=b"not a pdf, not listed")
+    source = f"s3://{s3_bucket}/in/"
+    plan1 = plan_sources([source], pages_per_group=3, s3_client=make_s3_client())
+    plan2 = plan_sources([source], pages_per_group=3, s3_client=make_s3_client())
+    assert [g.id for g in plan1] == [g.id for g in plan2]
+    assert len(plan1) > 1
+    sim = start_sim(profile="ci")
+
+    state, summary = run_flow(
+        sources=[source], workspace=f"s3://{s3_bucket}/out", server_url=sim.base_url,
+        pages_per_group=3,
+    )
+
+    assert state.is_completed(), state.message
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=s3_bucket, Prefix="out/")["Contents"]]
+    results = [k for k in keys if k.startswith("out/results/")]
+    assert len(results) == 4
+    pages = 0
+    for key in results:
+        doc = json.loads(s3.get_object(Bucket=s3_bucket, Key=key)["Body"].read())
+        assert doc["metadata"]["Source-File"].startswith(f"s3://{s3_bucket}/in/doc")
+        pages += doc["metadata"]["pdf-total-pages"]
+    assert pages == 1 + 2 + 3 + 4 == summary["pages"]
+    assert not [k for k in keys if k.startswith("out/ledger/")]
+
+
+def test_page_retried_at_higher_temperature_after_bad_replies(tmp_path: Path, start_sim: Any) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.pdf").write_bytes(samples.text_pdf(2))
+    # The simulator answers without front matter below temperature 0.15: olmOCR's schedule
+    # (0.1, 0.1, 0.2, ...) fails twice per page, then succeeds on the third attempt.
+    sim = start_sim(profile="ci", garbage_below_temperature=0.15)
+
+    state, _ = run_flow(sources=[str(tmp_path / "in")], workspace=str(tmp_path / "ws"),
+                        server_url=sim.base_url)
+
+    assert state.is_completed(), state.message
+    doc = next(iter(read_results(tmp_path / "ws").values()))
+    assert doc["metadata"]["total-fallback-pages"] == 0
+    assert metric_total(sim.metrics_url, "vllm:request_success_total") == 2 * 3
+
+
+def test_fallback_text_when_replies_never_parse(tmp_path: Path, start_sim: Any) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.pdf").write_bytes(samples.text_pdf(2, title="Fallback"))
+    sim = start_sim(profile="ci", garbage_below_temperature=99)
+
+    state, _ = run_flow(sources=[str(tmp_path / "in")], workspace=str(tmp_path / "ws"),
+                        server_url=sim.base_url, max_page_retries=2)
+
+    assert state.is_completed(), state.message
+    doc = next(iter(read_results(tmp_path / "ws").values()))
+    assert doc["metadata"]["total-fallback-pages"] == 2
+    assert doc["attributes"]["is_fallback_page"] == [True, True]
+    spans = doc["attributes"]["pdf_page_numbers"]
+    assert "Fallback page 1" in doc["text"][spans[0][0]:spans[0][1]]
+    assert "Fallback page 2" in doc["text"][spans[1][0]:spans[1][1]]
+    assert metric_total(sim.metrics_url, "vllm:request_success_total") == 2 * 2
+
+
+def test_rotated_page_is_rerendered_and_retried(tmp_path: Path, start_sim: Any) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "r.pdf").write_bytes(samples.rotated_pdf())
+    # The simulator calls a landscape image rotated; page 2 has /Rotate 90 and renders landscape.
+    sim = start_sim(profile="ci", rotate_landscape=True)
+
+    state, _ = run_flow(sources=[str(tmp_path / "in")], workspace=str(tmp_path / "ws"),
+                        server_url=sim.base_url)
+
+    assert state.is_completed(), state.message
+    doc = next(iter(read_results(tmp_path / "ws").values()))
+    assert doc["metadata"]["total-fallback-pages"] == 0
+    assert doc["attributes"]["is_rotation_valid"] == [True, True]
+    # one request per page, plus one re-rendered retry for the rotated page
+    assert metric_total(sim.metrics_url, "vllm:request_success_total") == 3
+
+
+def test_cli_run_on_twenty_mixed_pdfs(tmp_path: Path, start_sim: Any) -> None:
+    from prefect.settings import PREFECT_API_URL
+
+    files = samples.write_sample_corpus(tmp_path / "in", good=13, include_bad=True)
+    bad = sorted(p for p in files if p.name.startswith("bad-"))
+    assert len(files) >= 20
+    sim = start_sim(profile="ci")
+    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "pagegate.cli", "run", str(tmp_path / "in"),
+         "--workspace", str(tmp_path / "ws"), "--server", sim.base_url, "--pages-per-group", "10"],
+        capture_output=True, text=True, env=env, timeout=600,
+    )
+
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    for path in bad:
+        assert f"FAILED {path}" in proc.stdout
+    assert len(read_results(tmp_path / "ws")) == len(files) - len(bad)
+    assert set(read_ledger(tmp_path / "ws")) == {str(p) for p in bad}
