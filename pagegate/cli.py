@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 from collections.abc import Coroutine
 from pathlib import Path
@@ -27,9 +28,14 @@ app.command("sim", help="Serve the vLLM-compatible simulator (OpenAI API + /metr
 
 
 def _prefect_env() -> None:
-    """Send pagegate's own loggers to the Prefect run log; keep telemetry off by default."""
+    """Send pagegate's own loggers to the Prefect run log; keep telemetry off by default.
+
+    pypdf warns about every repair it makes on a damaged file; the failure ledger already
+    records what matters, so only its errors reach the log.
+    """
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "pagegate")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
 
 
 def _gate_overrides(
