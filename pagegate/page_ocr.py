@@ -19,7 +19,7 @@ from pagegate.documents import PageResult
 from pagegate.errors import CapacityError, ContentError, InputError, ServerUnavailableError
 from pagegate.page_client import PageClient
 from pagegate.profiles import ModelProfile
-from pagegate.renderer import PageRenderer
+from pagegate.renderer import Renderer
 from pagegate.run_stats import RunStats
 from pagegate.vlm import PageReply, Usage, build_chat_request, parse_chat_response, usage_of
 
@@ -55,7 +55,7 @@ class PageOcr:
         *,
         client: PageClient,
         admission: Admission,
-        renderer: PageRenderer,
+        renderer: Renderer,
         profile: ModelProfile,
         model: str,
         clock: Clock,

@@ -9,8 +9,19 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
+from typing import Protocol
 
 from pagegate.pdf import PdfInfo, RenderedPage, extract_page_text, inspect_pdf, render_page_png
+
+
+class Renderer(Protocol):
+    """What page OCR needs from a renderer; benchmarks plug in a synthetic one."""
+
+    async def render(
+        self, data: bytes, page_index: int, *, rotation: int, password: str | None
+    ) -> RenderedPage: ...
+
+    async def text(self, data: bytes, page_index: int, *, password: str | None) -> str: ...
 
 
 class PageRenderer:
