@@ -193,3 +193,21 @@ def test_cli_run_on_twenty_mixed_pdfs(tmp_path: Path, start_sim: Any) -> None:
         assert f"FAILED {path}" in proc.stdout
     assert len(read_results(tmp_path / "ws")) == len(files) - len(bad)
     assert set(read_ledger(tmp_path / "ws")) == {str(p) for p in bad}
+
+
+def test_gate_keeps_the_small_server_alive_through_the_flow(tmp_path: Path, start_sim: Any) -> None:
+    """150 pages at once would crash `ci` (it dies above 64 waiting); through the gate they don't."""
+    src = tmp_path / "in"
+    src.mkdir()
+    for i in range(15):
+        (src / f"d{i:02d}.pdf").write_bytes(samples.text_pdf(10, title=f"Doc{i}", seed=i))
+    sim = start_sim(profile="ci")
+
+    state, summary = run_flow(sources=[str(src)], workspace=str(tmp_path / "ws"),
+                              server_url=sim.base_url, pages_per_group=50)
+
+    assert state.is_completed(), state.message
+    assert summary["pages"] == 150 and summary["pdfs_ok"] == 15
+    peak_waiting = metric_total(sim.metrics_url, "pagegate_sim:peak_waiting")
+    print(f"gated flow: 150 pages, sim peak waiting {peak_waiting:.0f} (crash above 64)")
+    assert peak_waiting < 64

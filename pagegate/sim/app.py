@@ -409,6 +409,16 @@ class VllmMetricsCollector(Collector):
             s.recomputed_tokens_total,
         )
         yield gauge("pagegate_sim:host_memory_mb", "Host RAM held by requests in flight.", s.host_mem_mb)
+        yield gauge(
+            "pagegate_sim:peak_waiting",
+            "Most requests ever waiting at once since start (a high-water mark no scrape misses).",
+            s.peak_waiting,
+        )
+        yield gauge(
+            "pagegate_sim:peak_kv_cache_usage_perc",
+            "Highest KV cache usage since start, 0..1.",
+            s.peak_kv_usage,
+        )
 
 
 # --- the app ---------------------------------------------------------------------------

@@ -109,6 +109,8 @@ class MetricsSnapshot:
     host_mem_mb: float
     crashed: bool
     crash_reason: str | None
+    peak_waiting: int          # high-water marks since start: what a sampler could miss
+    peak_kv_usage: float
     num_gpu_blocks: int
     block_size: int
     max_num_seqs: int
@@ -171,6 +173,8 @@ class ServerModel:
         """The running requests still in prefill, in admission order."""
         self._decoding = 0
         self._used_blocks = 0
+        self._peak_waiting = 0
+        self._peak_used_blocks = 0
         self._steps_done = 0
         self._admit_seq = 0
         self._step: _Step | None = None
@@ -295,6 +299,8 @@ class ServerModel:
             host_mem_mb=self._host_mem_mb(),
             crashed=self.crashed,
             crash_reason=self._crash_reason,
+            peak_waiting=self._peak_waiting,
+            peak_kv_usage=self._peak_used_blocks / p.num_gpu_blocks,
             num_gpu_blocks=p.num_gpu_blocks,
             block_size=p.block_size,
             max_num_seqs=p.max_num_seqs,
@@ -509,6 +515,9 @@ class ServerModel:
         )
 
     def _check_crash(self) -> None:
+        # Every change of the queue or the KV cache passes through here: keep the highs.
+        self._peak_waiting = max(self._peak_waiting, len(self._waiting))
+        self._peak_used_blocks = max(self._peak_used_blocks, self._used_blocks)
         if self._crash_reason is not None:
             return
         p = self.profile
