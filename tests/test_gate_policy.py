@@ -1,0 +1,873 @@
+"""The pure admission policy: one number table per rule, then hypothesis interleavings."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from pagegate.admission.base import Outcome
+from pagegate.admission.policy import (
+    GateConfig,
+    GateState,
+    Reading,
+    Reason,
+    add_waiter,
+    apply_release,
+    decide_release,
+    dispatch,
+    drain_rate,
+    initial_state,
+    next_token_at,
+    next_wake_at,
+    observe,
+    observe_failure,
+    on_outcome,
+    page_allowance,
+    pause_reason,
+    remove_waiter,
+    unavailable,
+    unit_size,
+    waiting_band,
+)
+
+CFG = GateConfig()
+
+
+def reading(
+    at: float,
+    *,
+    waiting: int = 0,
+    running: int = 0,
+    kv: float = 0.0,
+    preemptions: float | None = None,
+    generated: float | None = None,
+    healthy: bool = True,
+) -> Reading:
+    return Reading(
+        waiting=waiting,
+        running=running,
+        kv_usage=kv,
+        at=at,
+        preemptions_total=preemptions,
+        generation_tokens_total=generated,
+        healthy=healthy,
+    )
+
+
+def with_waiters(state: GateState, n: int) -> GateState:
+    for _ in range(n):
+        state = add_waiter(state)
+    return state
+
+
+def released(state: GateState, now: float, config: GateConfig = CFG) -> GateState:
+    decision = decide_release(state, now, config)
+    assert decision.release, decision
+    return apply_release(state, decision, now, config)
+
+
+def send(state: GateState, n: int, now: float, config: GateConfig = CFG) -> tuple[GateState, list[int]]:
+    units = []
+    for _ in range(n):
+        state, unit = dispatch(state, now, config)
+        units.append(unit)
+    return state, units
+
+
+# ------------------------------------------------------------------------- config
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"peak_ratio": -0.1},
+        {"peak_ratio": 1.5},
+        {"cooldown_seconds": -1},
+        {"max_in_flight_pages": 0},
+        {"kv_cache_ceiling": 0.0},
+        {"kv_cache_ceiling": 1.2},
+        {"poll_interval_seconds": 0},
+        {"stale_after_seconds": 1.0},  # not above the poll interval
+        {"min_unit_pages": 10, "max_unit_pages": 5},
+        {"unit_margin": 0.5},
+        {"initial_concurrency": 2, "min_concurrency": 4},
+        {"preemption_backoff": 1.0},
+        {"capacity_backoff": 0.0},
+        {"pace_gain": 0.5},
+        {"unavailable_after_seconds": 0.0},
+    ],
+)
+def test_config_rejects_inconsistent_values(overrides: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="invalid GateConfig"):
+        GateConfig(**overrides)  # type: ignore[arg-type]
+
+
+def test_config_defaults_are_olmocrs_rules() -> None:
+    assert (CFG.peak_ratio, CFG.cooldown_seconds, CFG.require_progress) == (0.1, 30.0, True)
+    assert CFG.max_in_flight_pages == 1600
+
+
+def test_small_cap_clamps_the_concurrency_limit() -> None:
+    config = GateConfig(max_in_flight_pages=3)
+    state = initial_state(0.0, config)
+    assert state.limit == 3
+    assert config.concurrency_floor == 3
+
+
+# ------------------------------------------------------------------------- rule 2: peak ratio
+
+
+@pytest.mark.parametrize(
+    ("peak_running", "waiting", "releases"),
+    [
+        (0, 0, True),      # a fresh, idle server: the first release is immediate
+        (0, 1, False),     # nothing demonstrated yet and something waits: hold
+        (4, 0, True),
+        (4, 1, False),     # 0.1 x 4 = 0.4
+        (100, 10, True),   # at the threshold
+        (100, 11, False),  # above it
+        (256, 25, True),
+        (256, 26, False),
+    ],
+)
+def test_peak_ratio_rule(peak_running: int, waiting: int, releases: bool) -> None:
+    state = observe(initial_state(0.0, CFG), reading(0.0, running=peak_running), CFG)
+    state = observe(with_waiters(state, 1), reading(1.0, running=peak_running, waiting=waiting), CFG)
+    decision = decide_release(state, 1.0, CFG)
+    assert decision.release is releases
+    if not releases:
+        assert decision.reason is Reason.PEAK_RATIO
+
+
+def test_peak_is_the_running_maximum_not_waiting() -> None:
+    state = observe(initial_state(0.0, CFG), reading(0.0, running=10, waiting=500), CFG)
+    assert state.peak == 10
+
+
+@pytest.mark.parametrize(
+    ("elapsed", "expected_peak"),
+    [(0.0, 1000.0), (600.0, 500.0), (1200.0, 250.0), (1800.0, 125.0), (6000.0, 1000 / 1024)],
+)
+def test_peak_decays_with_its_half_life(elapsed: float, expected_peak: float) -> None:
+    state = observe(initial_state(0.0, CFG), reading(0.0, running=1000), CFG)
+    state = observe(state, reading(elapsed, running=0), CFG)
+    assert state.peak == pytest.approx(expected_peak)
+
+
+def test_decayed_peak_never_drops_below_current_running() -> None:
+    state = observe(initial_state(0.0, CFG), reading(0.0, running=1000), CFG)
+    state = observe(state, reading(6000.0, running=64), CFG)
+    assert state.peak == 64
+
+
+def test_an_early_spike_stops_setting_the_threshold_after_it_decays() -> None:
+    """A spike of 1000 running lets 100 waiting through at first; an hour later it does not."""
+    state = observe(initial_state(0.0, CFG), reading(0.0, running=1000), CFG)
+    state = with_waiters(state, 1)
+    early = observe(state, reading(1.0, running=40, waiting=60), CFG)
+    assert decide_release(early, 1.0, CFG).release
+    late = state
+    for t in range(60, 3601, 60):
+        late = observe(late, reading(float(t), running=40, waiting=60), CFG)
+    assert late.peak == pytest.approx(40.0, abs=20.0)
+    assert decide_release(late, 3600.0, CFG).reason is Reason.PEAK_RATIO
+
+
+# ------------------------------------------------------------------------- rule 3: cooldown
+
+
+def _after_first_release(config: GateConfig = CFG) -> GateState:
+    state = observe(initial_state(0.0, config), reading(0.0), config)
+    state = released(with_waiters(state, 1000), 0.0, config)
+    state, units = send(state, page_allowance(state, 0.0, config), 0.0, config)
+    state = on_outcome(state, Outcome.OK, units[0], 0.5, config)
+    # Use up the unit's credits so that a refill is wanted.
+    return replace(state, credits=())
+
+
+@pytest.mark.parametrize(
+    ("now", "releases"),
+    [(0.0, False), (1.0, False), (29.9, False), (30.0, True), (31.0, True), (300.0, True)],
+)
+def test_cooldown_rule(now: float, releases: bool) -> None:
+    state = _after_first_release()
+    state = observe(state, reading(now), CFG)
+    decision = decide_release(state, now, CFG)
+    assert decision.release is releases
+    if not releases:
+        assert decision.reason is Reason.COOLDOWN
+        assert decision.recheck_at == 30.0
+
+
+def test_first_release_happens_at_once_when_ready_and_idle() -> None:
+    state = with_waiters(initial_state(100.0, CFG), 3)
+    assert decide_release(state, 100.0, CFG).reason is Reason.NO_READING
+    state = observe(state, reading(100.0), CFG)
+    decision = decide_release(state, 100.0, CFG)
+    assert decision.release and decision.pages == CFG.first_unit_pages
+
+
+def test_a_decision_releases_at_most_one_unit_and_the_next_one_waits() -> None:
+    state = observe(with_waiters(initial_state(0.0, CFG), 10_000), reading(0.0), CFG)
+    decision = decide_release(state, 0.0, CFG)
+    state = apply_release(state, decision, 0.0, CFG)
+    assert state.open_credits == decision.pages
+    assert state.units_released == 1
+    again = decide_release(replace(state, credits=()), 0.0, CFG)
+    assert not again.release and again.reason is Reason.COOLDOWN
+
+
+def test_apply_release_refuses_a_holding_decision() -> None:
+    state = initial_state(0.0, CFG)
+    with pytest.raises(ValueError):
+        apply_release(state, decide_release(state, 0.0, CFG), 0.0, CFG)
+
+
+# ------------------------------------------------------------------------- rule 4: progress
+
+
+def _second_unit_wanted() -> tuple[GateState, list[int]]:
+    state = observe(initial_state(0.0, CFG), reading(0.0), CFG)
+    state = released(with_waiters(state, 1000), 0.0, CFG)
+    state, units = send(state, 5, 0.0, CFG)
+    state = replace(state, credits=())
+    return observe(state, reading(40.0), CFG), units
+
+
+def test_progress_rule_holds_until_a_page_of_the_last_unit_completes() -> None:
+    state, units = _second_unit_wanted()
+    assert decide_release(state, 40.0, CFG).reason is Reason.PROGRESS
+    state = on_outcome(state, Outcome.OK, units[0], 40.0, CFG)
+    assert decide_release(state, 40.0, CFG).release
+
+
+@pytest.mark.parametrize(
+    ("outcome", "counts"),
+    [
+        (Outcome.OK, True),
+        (Outcome.CONTENT, True),  # the server finished it: an unusable answer is still progress
+        (Outcome.CAPACITY, False),
+        (Outcome.CANCELLED, False),
+    ],
+)
+def test_which_outcomes_count_as_progress(outcome: Outcome, counts: bool) -> None:
+    state, units = _second_unit_wanted()
+    state = on_outcome(state, outcome, units[0], 40.0, CFG)
+    state = replace(state, credits=())  # keep the refill wanted whatever came back
+    assert decide_release(state, 40.0, CFG).release is counts
+
+
+def test_a_completion_from_an_older_unit_is_not_progress_of_the_newest() -> None:
+    state, units_of_first = _second_unit_wanted()
+    state = on_outcome(state, Outcome.OK, units_of_first[0], 40.0, CFG)
+    state = released(state, 40.0)  # unit 2
+    state = replace(state, credits=())
+    state = on_outcome(state, Outcome.OK, units_of_first[1], 80.0, CFG)  # unit 1 again
+    state = observe(state, reading(80.0), CFG)
+    assert decide_release(state, 80.0, CFG).reason is Reason.PROGRESS
+
+
+def test_progress_rule_can_be_switched_off() -> None:
+    config = GateConfig(require_progress=False)
+    state = observe(initial_state(0.0, config), reading(0.0), config)
+    state = released(with_waiters(state, 1000), 0.0, config)
+    state = observe(replace(state, credits=()), reading(40.0), config)
+    assert decide_release(state, 40.0, config).release
+
+
+# ------------------------------------------------------------------------- freshness
+
+
+def test_no_release_without_a_reading_or_after_a_failed_scrape() -> None:
+    state = with_waiters(initial_state(0.0, CFG), 5)
+    assert decide_release(state, 0.0, CFG).reason is Reason.NO_READING
+    state = observe(state, reading(0.0), CFG)
+    failed = observe_failure(state, 0.5, CFG)
+    assert decide_release(failed, 0.5, CFG).reason is Reason.SCRAPE_FAILED
+    assert decide_release(observe(failed, reading(1.0), CFG), 1.0, CFG).release
+
+
+@pytest.mark.parametrize(("age", "fresh"), [(0.0, True), (4.9, True), (5.0, True), (5.01, False)])
+def test_stale_reading_freezes_releases_and_pages(age: float, fresh: bool) -> None:
+    state = observe(with_waiters(initial_state(0.0, CFG), 5), reading(0.0), CFG)
+    decision = decide_release(state, age, CFG)
+    assert decision.release is fresh
+    if not fresh:
+        assert decision.reason is Reason.STALE
+        assert pause_reason(state, age, CFG) is Reason.STALE
+        state = apply_release(state, decide_release(state, 0.0, CFG), 0.0, CFG)
+        assert page_allowance(state, age, CFG) == 0
+
+
+def test_one_failed_scrape_does_not_pause_pages_but_freezes_releases() -> None:
+    state = observe(with_waiters(initial_state(0.0, CFG), 5), reading(0.0), CFG)
+    state = released(state, 0.0)
+    state = observe_failure(state, 1.0, CFG)
+    assert page_allowance(state, 1.0, CFG) == 5
+    assert decide_release(replace(state, credits=()), 1.0, CFG).reason is Reason.SCRAPE_FAILED
+
+
+def test_unhealthy_reading_pauses() -> None:
+    state = observe(with_waiters(initial_state(0.0, CFG), 5), reading(0.0, healthy=False), CFG)
+    assert decide_release(state, 0.0, CFG).reason is Reason.UNHEALTHY
+    assert pause_reason(state, 0.0, CFG) is Reason.UNHEALTHY
+
+
+@pytest.mark.parametrize(
+    ("generated_later", "running", "stalled"),
+    [
+        (100.0, 5, True),    # work on the server, no token for 61 s: hung engine
+        (101.0, 5, False),   # tokens moved
+        (100.0, 0, False),   # idle server: nothing to generate
+    ],
+)
+def test_stall_detection(generated_later: float, running: int, stalled: bool) -> None:
+    state = observe(initial_state(0.0, CFG), reading(0.0, running=5, generated=100.0), CFG)
+    for t in range(1, 62):
+        state = observe(state, reading(float(t), running=running, generated=generated_later), CFG)
+    assert (pause_reason(state, 61.0, CFG) is Reason.STALLED) is stalled
+
+
+@pytest.mark.parametrize(("paused_for", "fails"), [(899.0, False), (900.0, True)])
+def test_unavailable_after_a_long_pause(paused_for: float, fails: bool) -> None:
+    state = observe(initial_state(0.0, CFG), reading(0.0), CFG)
+    assert unavailable(state, paused_for, CFG) is fails
+    assert not unavailable(state, paused_for, GateConfig(unavailable_after_seconds=None))
+
+
+def test_unavailable_counts_from_start_when_no_reading_ever_came() -> None:
+    state = initial_state(10.0, CFG)
+    assert not unavailable(state, 909.0, CFG)
+    assert unavailable(state, 910.0, CFG)
+
+
+# ------------------------------------------------------------------------- demand and credits
+
+
+def test_no_release_without_uncredited_waiters() -> None:
+    state = observe(initial_state(0.0, CFG), reading(0.0), CFG)
+    assert decide_release(state, 0.0, CFG).reason is Reason.NO_DEMAND
+    state = released(with_waiters(state, 3), 0.0)
+    state = observe(add_waiter(state), reading(31.0), CFG)  # 4 waiters, 256 credits
+    assert decide_release(state, 31.0, CFG).reason is Reason.NO_DEMAND
+
+
+@pytest.mark.parametrize(("left", "releases"), [(65, False), (64, True), (10, True), (0, True)])
+def test_refill_only_when_under_a_quarter_of_the_last_unit_is_left(left: int, releases: bool) -> None:
+    state = observe(initial_state(0.0, CFG), reading(0.0), CFG)
+    state = released(with_waiters(state, 10_000), 0.0)  # 256 credits: a quarter is 64
+    state, units = send(state, 1, 0.0)
+    state = on_outcome(state, Outcome.OK, units[0], 1.0, CFG)
+    state = observe(replace(state, credits=((1, left),) if left else ()), reading(40.0), CFG)
+    decision = decide_release(state, 40.0, CFG)
+    assert decision.release is releases
+    if not releases:
+        assert decision.reason is Reason.CREDITS_LEFT
+
+
+def test_credits_are_spent_oldest_unit_first_and_returned_to_their_unit() -> None:
+    config = GateConfig(first_unit_pages=2, min_unit_pages=2, max_unit_pages=2, cooldown_seconds=0)
+    state = observe(initial_state(0.0, config), reading(0.0), config)
+    state = released(with_waiters(state, 10), 0.0, config)
+    state, first = send(state, 2, 0.0, config)
+    state = on_outcome(state, Outcome.OK, first[0], 0.0, config)
+    state = released(state, 0.0, config)
+    assert state.credits == ((2, 2),)
+    state = on_outcome(state, Outcome.CAPACITY, first[1], 0.0, config)
+    assert state.credits == ((1, 1), (2, 2))
+    state, units = send(state, 2, 0.0, config)
+    assert units == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("outcome", "credit_back"),
+    [(Outcome.OK, 0), (Outcome.CONTENT, 0), (Outcome.CAPACITY, 1), (Outcome.CANCELLED, 1)],
+)
+def test_pages_the_server_did_not_finish_return_their_credit(outcome: Outcome, credit_back: int) -> None:
+    state = observe(initial_state(0.0, CFG), reading(0.0), CFG)
+    state = released(with_waiters(state, 1), 0.0)
+    state, units = send(state, 1, 0.0)
+    before = state.open_credits
+    state = on_outcome(state, outcome, units[0], 0.1, CFG)
+    assert state.open_credits - before == credit_back
+    assert state.in_flight == 0
+
+
+def test_waiter_accounting_refuses_to_go_negative() -> None:
+    with pytest.raises(ValueError):
+        remove_waiter(initial_state(0.0, CFG))
+    with pytest.raises(ValueError):
+        on_outcome(initial_state(0.0, CFG), Outcome.OK, 1, 0.0, CFG)
+    with pytest.raises(ValueError):
+        dispatch(initial_state(0.0, CFG), 0.0, CFG)
+
+
+# ------------------------------------------------------------------------- unit sizing
+
+
+def _with_drain(rate: float, busy_seconds: float = 60.0) -> GateState:
+    state = initial_state(0.0, CFG)
+    return replace(state, drain_num=rate * busy_seconds, drain_den=busy_seconds)
+
+
+@pytest.mark.parametrize(
+    ("rate", "starved", "last", "pages"),
+    [
+        (None, False, 0, 256),     # no measurement: the first unit
+        (None, True, 256, 512),    # ran dry while the server had room: double
+        (2.0, False, 256, 90),     # 2 pages/s x 30 s x 1.5
+        (4.5, False, 90, 203),     # an H100: ceil(202.5)
+        (0.1, False, 90, 16),      # clamped to min_unit_pages
+        (200.0, False, 90, 3200),  # clamped to max_unit_pages
+        (2.0, True, 90, 180),      # starvation beats the estimate
+        (2.0, True, 3000, 3200),   # but not the clamp
+    ],
+)
+def test_unit_size(rate: float | None, starved: bool, last: int, pages: int) -> None:
+    state = initial_state(0.0, CFG) if rate is None else _with_drain(rate)
+    state = replace(state, starved=starved, last_unit_pages=last)
+    assert unit_size(state, CFG) == pages
+
+
+def test_drain_rate_counts_busy_time_from_the_first_completion() -> None:
+    state = observe(initial_state(0.0, CFG), reading(0.0), CFG)
+    state = released(with_waiters(state, 1000), 0.0)
+    state, _ = send(state, 10, 0.0)
+    for t in range(1, 40):  # 39 s of latency, no completion: not counted as zero drain
+        state = observe(state, reading(float(t)), CFG)
+    assert state.drain_den == 0.0
+    t = 40.0
+    for i in range(120):  # then 2 pages/s for 60 s
+        t = 40.0 + i * 0.5
+        state = on_outcome(state, Outcome.OK, 1, t, CFG)
+        state = replace(state, in_flight=state.in_flight + 1)  # keep the server busy
+        if i % 2 == 1:
+            state = observe(state, reading(t), CFG)
+    rate = drain_rate(state, CFG)
+    assert rate == pytest.approx(2.0, rel=0.05)
+
+
+def test_drain_rate_is_unknown_until_half_a_window() -> None:
+    assert drain_rate(_with_drain(3.0, busy_seconds=29.0), CFG) is None
+    assert drain_rate(_with_drain(3.0, busy_seconds=30.0), CFG) == pytest.approx(3.0)
+
+
+def test_starved_is_set_when_credits_ran_out_with_room_and_cleared_by_a_release() -> None:
+    state = observe(initial_state(0.0, CFG), reading(0.0), CFG)
+    state = released(with_waiters(state, 1000), 0.0)
+    state = replace(state, credits=())
+    state = observe(state, reading(5.0, running=3, waiting=0), CFG)
+    assert state.starved
+    state = on_outcome(replace(state, in_flight=1), Outcome.OK, 1, 6.0, CFG)
+    state = observe(state, reading(30.0), CFG)
+    decision = decide_release(state, 30.0, CFG)
+    assert decision.pages == 512  # the first unit (256) ran dry: double it
+    assert not apply_release(state, decision, 30.0, CFG).starved
+
+
+# ------------------------------------------------------------------------- pacing: C
+
+
+def _steady(limit: int, in_flight: int, *, peak: float = 0.0, slow_start: bool = True) -> GateState:
+    state = initial_state(0.0, CFG)
+    return replace(
+        state,
+        limit=limit,
+        in_flight=in_flight,
+        peak=peak,
+        slow_start=slow_start,
+        reading=reading(0.0, running=int(peak)),
+        last_scrape_ok=True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("limit", "in_flight", "slow_start", "r", "expected"),
+    [
+        # slow start doubles while the queue is empty and the limit is used
+        (16, 16, True, {"running": 16}, 32),
+        (16, 8, True, {"running": 8}, 32),
+        # not limit-bound (fewer than half in flight): no growth
+        (16, 7, True, {"running": 7}, 16),
+        # slow start grows no further than the KV cache has room for
+        (64, 64, True, {"running": 64, "kv": 0.8}, 72),  # 64 x (0.9 - 0.8) / 0.8 = 8
+        # additive growth after the first cut: 5 %
+        (100, 100, False, {"running": 100}, 105),
+        (10, 10, False, {"running": 10}, 11),
+        # inside the band (high = max(2, 0.05 x peak 100) = 5, low = 1.25): hold
+        (100, 100, False, {"running": 100, "waiting": 3}, 100),
+        # above the band: cut half the excess off what is in flight
+        (100, 100, False, {"running": 90, "waiting": 15}, 95),
+        (120, 100, False, {"running": 90, "waiting": 15}, 95),
+        # KV above the ceiling: no growth, and the queue target drops to zero
+        (100, 100, False, {"running": 100, "kv": 0.95}, 100),
+        (100, 100, False, {"running": 96, "waiting": 4, "kv": 0.95}, 98),
+        # never below the floor, never above the cap
+        (5, 5, False, {"running": 0, "waiting": 200}, 4),
+        (1600, 1600, True, {"running": 1600}, 1600),
+    ],
+)
+def test_concurrency_limit_steering(
+    limit: int, in_flight: int, slow_start: bool, r: dict[str, float], expected: int
+) -> None:
+    state = _steady(limit, in_flight, peak=100.0, slow_start=slow_start)
+    state = observe(state, reading(0.0, **r), CFG)  # type: ignore[arg-type]
+    assert state.limit == expected
+
+
+def test_a_cut_ends_slow_start() -> None:
+    state = _steady(100, 100, peak=100.0)
+    state = observe(state, reading(1.0, running=90, waiting=30), CFG)
+    assert not state.slow_start
+
+
+def test_repeated_readings_of_one_overload_do_not_compound_the_cut() -> None:
+    state = _steady(100, 100, peak=100.0, slow_start=False)
+    for _ in range(20):  # same instant: the peak (100) does not decay between readings
+        state = observe(state, reading(0.0, running=90, waiting=15), CFG)
+    assert state.limit == 95
+
+
+def test_preemptions_cut_the_limit_multiplicatively() -> None:
+    state = _steady(100, 100, peak=100.0, slow_start=False)
+    state = observe(state, reading(1.0, running=100, preemptions=7.0), CFG)
+    assert state.limit == 105  # first sight of the counter is a baseline: room, so growth
+    state = observe(state, reading(2.0, running=100, preemptions=9.0), CFG)
+    assert state.limit == 90  # 0.9 x the 100 in flight
+    state = observe(state, reading(3.0, running=100, preemptions=9.0), CFG)
+    assert state.limit == 95  # no new preemption: additive growth resumes
+
+
+def test_a_preemption_counter_reset_is_not_a_signal() -> None:
+    state = _steady(100, 100, peak=100.0, slow_start=False)
+    state = observe(state, reading(1.0, running=100, preemptions=50.0), CFG)
+    grown = state.limit
+    state = observe(state, reading(2.0, running=100, preemptions=0.0), CFG)  # server restarted
+    assert state.limit > grown
+
+
+@pytest.mark.parametrize(
+    ("times", "expected"),
+    [
+        ([0.0], 50),             # one CAPACITY outcome: halve (of in flight + the returning page)
+        ([0.0, 0.1, 0.5], 50),   # a wave within one poll interval is one signal
+        ([0.0, 1.0], 49),        # a second signal a poll interval later: half of 98 + 1
+    ],
+)
+def test_capacity_outcomes_back_off_once_per_poll_interval(times: list[float], expected: int) -> None:
+    state = _steady(100, 100, slow_start=True)
+    for t in times:
+        state = on_outcome(replace(state, credits=()), Outcome.CAPACITY, 1, t, CFG)
+    assert state.limit == expected
+    assert not state.slow_start
+
+
+@pytest.mark.parametrize(
+    ("in_flight", "running", "waiting", "queue"),
+    [
+        (10, 10, 0, 0.0),    # everything reached the engine
+        (14, 10, 0, 0.0),    # 4 in transit: within the tolerance
+        (30, 10, 0, 16.0),   # 20 stuck before the engine: 16 beyond tolerance count as queue
+        (30, 10, 5, 16.0),   # waiting 5 + gap (30 - 15 - 4 = 11)
+        (5, 100, 3, 3.0),    # another tenant's requests: a negative gap is no signal
+    ],
+)
+def test_frontend_gap_counts_as_queue(in_flight: int, running: int, waiting: int, queue: float) -> None:
+    state = _steady(50, 0)
+    state = observe(state, reading(1.0, running=running, waiting=waiting), CFG, in_flight_at_scrape=in_flight)
+    assert state.queue == queue
+
+
+@pytest.mark.parametrize(("peak", "band"), [(0.0, (0.5, 2.0)), (40.0, (0.5, 2.0)), (400.0, (5.0, 20.0))])
+def test_waiting_band_scales_with_the_peak(peak: float, band: tuple[float, float]) -> None:
+    assert waiting_band(replace(initial_state(0.0, CFG), peak=peak), CFG) == band
+
+
+# ------------------------------------------------------------------------- pacing: tokens, cap
+
+
+def _open_gate(config: GateConfig, waiters: int) -> GateState:
+    state = observe(initial_state(0.0, config), reading(0.0), config)
+    return released(with_waiters(state, waiters), 0.0, config)
+
+
+def test_token_bucket_spreads_a_unit_over_time() -> None:
+    config = GateConfig(initial_concurrency=200, pace_min_rate=10.0)
+    state = _open_gate(config, 100)
+    assert page_allowance(state, 0.0, config) == 10  # a full bucket: one second's worth
+    state, _ = send(state, 10, 0.0, config)
+    assert page_allowance(state, 0.0, config) == 0
+    assert next_token_at(state, 0.0, config) == pytest.approx(0.1)
+    assert page_allowance(state, 0.35, config) == 3
+
+
+@pytest.mark.parametrize(
+    ("limit", "cap", "in_flight", "allowed"),
+    [(16, 1600, 0, 10), (16, 1600, 12, 4), (16, 1600, 16, 0), (30, 20, 15, 5), (30, 20, 25, 0)],
+)
+def test_allowance_respects_limit_and_cap(limit: int, cap: int, in_flight: int, allowed: int) -> None:
+    config = GateConfig(max_in_flight_pages=cap, min_concurrency=1, initial_concurrency=1)
+    state = replace(_open_gate(config, 100), limit=limit, in_flight=in_flight)
+    assert page_allowance(state, 0.0, config) == allowed
+
+
+def test_next_wake_names_the_cooldown_end_and_the_next_token() -> None:
+    state = observe(_after_first_release(), reading(10.0), CFG)
+    decision = decide_release(state, 10.0, CFG)
+    assert decision.reason is Reason.COOLDOWN
+    assert next_wake_at(state, decision, 10.0, CFG) == 30.0
+    config = GateConfig(pace_min_rate=2.0)
+    state = _open_gate(config, 100)
+    state, _ = send(state, page_allowance(state, 0.0, config), 0.0, config)
+    assert next_wake_at(state, decide_release(state, 0.0, config), 0.0, config) == pytest.approx(0.5)
+
+
+def test_next_wake_is_the_unavailable_deadline_while_paused_with_waiters() -> None:
+    state = with_waiters(observe(initial_state(0.0, CFG), reading(0.0), CFG), 1)
+    assert next_wake_at(state, decide_release(state, 10.0, CFG), 10.0, CFG) == 900.0
+
+
+# ------------------------------------------------------------------------- interleavings
+
+MACHINE_CONFIG = GateConfig(
+    cooldown_seconds=5.0,
+    poll_interval_seconds=1.0,
+    stale_after_seconds=3.0,
+    first_unit_pages=4,
+    min_unit_pages=2,
+    max_unit_pages=12,
+    max_in_flight_pages=6,
+    initial_concurrency=4,
+    min_concurrency=1,
+    pace_min_rate=3.0,
+    drain_window_seconds=4.0,
+    stall_after_seconds=6.0,
+    unavailable_after_seconds=None,
+)
+"""Small numbers, so that cooldowns, the cap, refills and stalls all happen in short runs."""
+
+DELAYS = [0.0, 0.1, 0.5, 1.0, 2.0, 4.0, 7.0]
+AGES = [0.0, 0.0, 0.5, 2.9, 3.5, 10.0]
+
+
+class Referee:
+    """Drives the pure policy like the runtime does and checks every rule as it happens.
+
+    It keeps its own books (pages in flight by unit, waiters, completions of the newest
+    unit) so the checks do not trust the policy's counters.
+    """
+
+    def __init__(self, config: GateConfig = MACHINE_CONFIG) -> None:
+        self.config = config
+        self.now = 0.0
+        self.state = initial_state(0.0, config)
+        self.pages: list[int] = []
+        self.queued = 0
+        self.releases: list[float] = []
+        self.latest_unit_done = 0
+        self.preemptions = 0.0
+        self.generated = 0.0
+        self.holds: set[Reason] = set()
+        self.peak_in_flight = 0
+
+    def waiters_arrive(self, n: int) -> None:
+        self.state = with_waiters(self.state, n)
+        self.queued += n
+
+    def waiter_gives_up(self) -> None:
+        if self.queued:
+            self.state = remove_waiter(self.state)
+            self.queued -= 1
+
+    def time_passes(self, dt: float) -> None:
+        self.now += dt
+
+    def scrape(
+        self, waiting: int, running: int, kv: float, preempt: bool, moves: bool, age: float, healthy: bool
+    ) -> None:
+        self.preemptions += float(preempt)
+        self.generated += float(moves)
+        at = self.now - age
+        if self.state.reading is not None:
+            at = max(at, self.state.reading.at)
+        r = reading(
+            at,
+            waiting=waiting,
+            running=running,
+            kv=kv,
+            preemptions=self.preemptions,
+            generated=self.generated,
+            healthy=healthy,
+        )
+        self.state = observe(self.state, r, self.config)
+
+    def scrape_fails(self) -> None:
+        self.state = observe_failure(self.state, self.now, self.config)
+
+    def page_finishes(self, index: int, outcome: Outcome) -> None:
+        if not self.pages:
+            return
+        unit = self.pages.pop(index % len(self.pages))
+        if outcome.server_finished and unit == self.state.units_released:
+            self.latest_unit_done += 1
+        self.state = on_outcome(self.state, outcome, unit, self.now, self.config)
+
+    def decide(self) -> None:
+        config, state, now = self.config, self.state, self.now
+        decision = decide_release(state, now, config)
+        if decision.release:
+            r = state.reading
+            assert r is not None, "release without a reading"
+            assert state.last_scrape_ok, "release right after a failed scrape"
+            assert now - r.at <= config.stale_after_seconds, "release on a stale reading"
+            assert r.healthy, "release on an unhealthy reading"
+            assert r.waiting <= config.peak_ratio * state.peak, "release above the peak ratio"
+            if self.releases:
+                assert now - self.releases[-1] >= config.cooldown_seconds, "two units in a cooldown"
+                assert self.latest_unit_done > 0, "release before progress"
+            assert state.queued > state.open_credits, "release without demand"
+            assert config.min_unit_pages <= decision.pages <= config.max_unit_pages
+            self.state = apply_release(state, decision, now, config)
+            self.releases.append(now)
+            self.latest_unit_done = 0
+        else:
+            self.holds.add(decision.reason)
+        allowed = page_allowance(self.state, now, config)
+        if allowed:
+            assert pause_reason(self.state, now, config) is None, "page sent while paused"
+        for _ in range(allowed):
+            self.state, unit = dispatch(self.state, now, config)
+            self.pages.append(unit)
+            self.queued -= 1
+        self.peak_in_flight = max(self.peak_in_flight, self.state.in_flight)
+        wake = next_wake_at(self.state, decide_release(self.state, now, config), now, config)
+        assert wake is None or wake > now, "a wake-up in the past would spin the loop"
+
+    def check(self) -> None:
+        config, state = self.config, self.state
+        assert state.in_flight == len(self.pages)
+        assert state.queued == self.queued
+        assert all(n > 0 for _, n in state.credits)
+        assert [u for u, _ in state.credits] == sorted({u for u, _ in state.credits})
+        assert state.in_flight <= config.max_in_flight_pages
+        assert config.concurrency_floor <= state.limit <= config.max_in_flight_pages
+        assert state.peak >= 0.0
+
+
+class GateMachine(RuleBasedStateMachine):
+    """Hypothesis picks the interleaving; the referee checks the rules after every step."""
+
+    @initialize()
+    def start(self) -> None:
+        self.ref = Referee()
+
+    @rule(n=st.integers(1, 30))
+    def waiters_arrive(self, n: int) -> None:
+        self.ref.waiters_arrive(n)
+
+    @precondition(lambda self: self.ref.queued > 0)
+    @rule()
+    def waiter_gives_up(self) -> None:
+        self.ref.waiter_gives_up()
+
+    @rule(dt=st.sampled_from(DELAYS))
+    def time_passes(self, dt: float) -> None:
+        self.ref.time_passes(dt)
+
+    @rule(
+        dt=st.sampled_from(DELAYS),
+        waiting=st.sampled_from([0, 0, 0, 1, 3, 30]),
+        running=st.integers(0, 40),
+        finished=st.integers(0, 3),
+    )
+    def loop_turn(self, dt: float, waiting: int, running: int, finished: int) -> None:
+        """What the runtime does most: time passes, pages finish, a fresh scrape, a decision."""
+        self.ref.time_passes(dt)
+        for i in range(finished):
+            self.ref.page_finishes(i, Outcome.OK)
+        self.ref.scrape(waiting, running, 0.5, False, True, 0.0, True)
+        self.ref.decide()
+
+    @rule(
+        waiting=st.integers(0, 40),
+        running=st.integers(0, 40),
+        kv=st.floats(0.0, 1.0),
+        preempt=st.booleans(),
+        moves=st.booleans(),
+        age=st.sampled_from(AGES),
+        healthy=st.booleans(),
+    )
+    def scrape(
+        self, waiting: int, running: int, kv: float, preempt: bool, moves: bool, age: float, healthy: bool
+    ) -> None:
+        self.ref.scrape(waiting, running, kv, preempt, moves, age, healthy or moves)
+
+    @rule()
+    def scrape_fails(self) -> None:
+        self.ref.scrape_fails()
+
+    @precondition(lambda self: bool(self.ref.pages))
+    @rule(index=st.integers(0, 1000), outcome=st.sampled_from(list(Outcome)))
+    def page_finishes(self, index: int, outcome: Outcome) -> None:
+        self.ref.page_finishes(index, outcome)
+
+    @rule()
+    def decide(self) -> None:
+        self.ref.decide()
+
+    @invariant()
+    def books_balance_and_bounds_hold(self) -> None:
+        self.ref.check()
+
+
+TestGateMachine = GateMachine.TestCase
+TestGateMachine.settings = settings(
+    max_examples=300,
+    stateful_step_count=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+def test_long_random_walk_exercises_every_rule() -> None:
+    """A seeded 30,000-step walk: the same checks, and proof that each rule was reached."""
+    rng = random.Random(20261130)
+    ref = Referee()
+    outcomes = list(Outcome)
+    for _ in range(30_000):
+        roll = rng.random()
+        if roll < 0.06:
+            ref.waiters_arrive(rng.randint(1, 8))
+        elif roll < 0.12:
+            ref.waiter_gives_up()
+        elif roll < 0.30:
+            ref.time_passes(rng.choice(DELAYS))
+        elif roll < 0.50:
+            busy = rng.random() < 0.7
+            ref.scrape(
+                waiting=rng.choice([0, 0, 0, 1, 2, 5, 30]),
+                running=rng.randint(0, 40),
+                kv=rng.choice([0.1, 0.5, 0.85, 0.95]),
+                preempt=rng.random() < 0.05,
+                moves=busy,
+                age=rng.choice(AGES),
+                healthy=rng.random() < 0.97,
+            )
+        elif roll < 0.53:
+            ref.scrape_fails()
+        elif roll < 0.63:
+            ref.page_finishes(rng.randint(0, 1000), rng.choice(outcomes))
+        else:
+            ref.decide()
+        ref.check()
+    assert len(ref.releases) > 200
+    assert ref.peak_in_flight == MACHINE_CONFIG.max_in_flight_pages  # the cap was reached
+    for reason in (Reason.COOLDOWN, Reason.PROGRESS, Reason.PEAK_RATIO, Reason.STALE,
+                   Reason.SCRAPE_FAILED, Reason.CREDITS_LEFT, Reason.NO_DEMAND,
+                   Reason.UNHEALTHY, Reason.STALLED):
+        assert reason in ref.holds, reason
