@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
-from pypdf import PdfReader
+from pypdf import PasswordType, PdfReader
 from pypdf.errors import DependencyError, FileNotDecryptedError, WrongPasswordError
 
 from pagegate.errors import (
@@ -94,7 +94,7 @@ def inspect_pdf(
     """
     _check_header(data, source)
     try:
-        reader = PdfReader(io.BytesIO(data), strict=False, password=password)
+        reader = _open_reader(data, password)
         page_count = len(reader.pages)
     except (FileNotDecryptedError, WrongPasswordError) as exc:
         hint = "the password given is wrong" if password else "no password was given"
@@ -120,6 +120,22 @@ def inspect_pdf(
             f"PDF has {page_count} pages, more than the limit of {max_pages}", source=source
         )
     return PdfInfo(page_count=page_count)
+
+
+def _open_reader(data: bytes, password: str | None) -> PdfReader:
+    """A pypdf reader, decrypted with `password` only where the file needs it.
+
+    A run-wide password must not break the other PDFs: pypdf refuses a password for an
+    unencrypted file, and an owner-locked file opens with the empty user password that
+    pypdf tries by itself. So the password is tried only on an encrypted file, and when it
+    does not match, the file is left to pypdf's own empty-password attempt.
+    """
+    reader = PdfReader(io.BytesIO(data), strict=False)
+    if password and reader.is_encrypted:
+        if reader.decrypt(password) != PasswordType.NOT_DECRYPTED:
+            return reader
+        reader = PdfReader(io.BytesIO(data), strict=False)
+    return reader
 
 
 def _check_header(data: bytes, source: str | None) -> None:

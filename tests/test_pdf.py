@@ -418,3 +418,15 @@ def test_page_without_a_text_layer_gives_empty_text() -> None:
     assert extract_page_text(data, 0) == ""
     assert extract_page_text(data, 1) == ""
     assert extract_page_text(_one_page(letter, marker=False), 0) == ""
+
+
+def test_a_run_password_does_not_break_plain_or_owner_locked_pdfs() -> None:
+    """One password is configured for a whole run; it must only be used where it is needed."""
+    from pagegate.pdf import inspect_pdf as inspect
+    from pagegate.samples import encrypted_pdf, owner_locked_pdf, text_pdf
+
+    assert inspect(text_pdf(2), password="secret").page_count == 2
+    assert inspect(owner_locked_pdf(2), password="secret").page_count == 2
+    assert inspect(encrypted_pdf("secret"), password="secret").page_count >= 1
+    with pytest.raises(EncryptedPdfError, match="wrong"):
+        inspect(encrypted_pdf("secret"), password="nope")
