@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+S3_RETRY_MODES: tuple[str, ...] = ("standard", "adaptive", "legacy")  # botocore's retry modes
+
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -26,12 +28,16 @@ class RunConfig:
     target_longest_image_dim: int = 1288      # olmOCR --target_longest_image_dim
     max_page_retries: int = 8                 # olmOCR --max_page_retries
     max_page_error_rate: float = 0.004        # olmOCR --max_page_error_rate (1/250)
+    drop_on_page_errors: bool = False         # over the rate: drop the document (olmOCR) or keep it flagged
     max_pages_per_pdf: int | None = None
-    pdf_password: str | None = None
+    pdf_password: str | None = field(default=None, repr=False)  # never in a log line or repr
     request_timeout_seconds: float = 600.0    # one chat completion, queueing included
     server_unavailable_after_seconds: float = 1800.0
     download_concurrency: int = 8             # PDFs fetched at once per group
     skip_committed: bool = True
+    redo_flagged: bool = False                # reprocess: a committed PDF with a ledger record is redone
+    s3_retry_mode: str = "standard"           # botocore retry mode for S3 (standard or adaptive)
+    run_id: str | None = None                 # the Prefect flow run, recorded in ledger records
     gate_block: str | None = None             # name of a saved AdmissionGate block
     gate_overrides: dict[str, float | int | bool] = field(default_factory=dict)
     use_gate: bool = True
@@ -49,3 +55,7 @@ class RunConfig:
             raise ValueError("max_page_error_rate must be within [0, 1]")
         if self.max_page_retries < 1:
             raise ValueError("max_page_retries must be at least 1")
+        if self.max_pages_per_pdf is not None and self.max_pages_per_pdf < 1:
+            raise ValueError("max_pages_per_pdf must be at least 1")
+        if self.s3_retry_mode not in S3_RETRY_MODES:
+            raise ValueError(f"s3_retry_mode must be one of {', '.join(S3_RETRY_MODES)}")

@@ -12,10 +12,11 @@ from datetime import UTC, datetime
 
 from pagegate import __version__
 from pagegate.documents import PageResult, build_dolma_document
-from pagegate.errors import InputError, ServerUnavailableError
-from pagegate.ledger import record_from_error
+from pagegate.errors import EncryptedPdfError, InputError, ServerUnavailableError
+from pagegate.ledger import FailureRecord, record_for_page_error_rate, record_from_error
 from pagegate.outcomes import PdfOutcome
 from pagegate.page_ocr import PdfDocument
+from pagegate.pdf import PdfInfo
 from pagegate.run_context import RunContext
 from pagegate.storage import read_uri
 
@@ -30,18 +31,13 @@ async def process_pdf(ctx: RunContext, uri: str, group_id: str) -> PdfOutcome:
     """OCR one PDF and commit it, or record why it could not be done."""
     workspace = ctx.workspace
     try:
-        if ctx.config.skip_committed and await asyncio.to_thread(workspace.is_committed, uri):
+        if ctx.config.skip_committed and await asyncio.to_thread(_is_done, ctx, uri):
             return PdfOutcome(uri=uri, status="skipped")
         async with ctx.downloads:
             data = await asyncio.to_thread(read_uri, uri, s3_client=ctx.s3_client)
-        info = await ctx.renderer.inspect(
-            data,
-            password=ctx.config.pdf_password,
-            max_pages=ctx.config.max_pages_per_pdf,
-            source=uri,
-        )
+        info, password = await _inspect(ctx, data, uri)
         ctx.stats.pages_total += info.page_count
-        doc = PdfDocument(uri, data, info.page_count, ctx.config.pdf_password)
+        doc = PdfDocument(uri, data, info.page_count, password)
         pages = await _ocr_all_pages(ctx, doc, group_id)
         del data, doc
         dolma = build_dolma_document(
@@ -52,8 +48,12 @@ async def process_pdf(ctx: RunContext, uri: str, group_id: str) -> PdfOutcome:
             now=datetime.now(UTC),
             pagegate_version=__version__,
         )
+        fallback = sum(1 for p in pages if p.is_fallback)
+        flag = _page_error_flag(ctx, uri, group_id, fallback, len(pages))
+        if flag is not None and ctx.config.drop_on_page_errors:
+            return await _record(ctx, flag)
         location = await asyncio.to_thread(
-            workspace.commit_document, uri, dolma, markdown=ctx.config.markdown
+            workspace.commit_document, uri, dolma, markdown=ctx.config.markdown, flag=flag
         )
     except (InputError, ServerUnavailableError) as exc:
         return await _fail(ctx, uri, group_id, exc)
@@ -61,7 +61,8 @@ async def process_pdf(ctx: RunContext, uri: str, group_id: str) -> PdfOutcome:
         log.exception("unexpected error on %s", uri)
         return await _fail(ctx, uri, group_id, exc)
     ctx.stats.pdfs_done += 1
-    fallback = sum(1 for p in pages if p.is_fallback)
+    if flag is not None:
+        log.warning("committed %s with its fallback pages flagged: %s", uri, flag.detail)
     return PdfOutcome(
         uri=uri,
         status="ok",
@@ -69,7 +70,55 @@ async def process_pdf(ctx: RunContext, uri: str, group_id: str) -> PdfOutcome:
         fallback_pages=fallback,
         input_tokens=sum(p.input_tokens for p in pages),
         output_tokens=sum(p.output_tokens for p in pages),
+        reason=flag.reason if flag is not None else None,
+        detail=flag.detail if flag is not None else None,
         location=location,
+    )
+
+
+async def _inspect(ctx: RunContext, data: bytes, uri: str) -> tuple[PdfInfo, str | None]:
+    """Validate and count pages; (info, the password the PDF needs, if any).
+
+    The run's password is tried only when the PDF does not open without one: pypdf
+    refuses a password for an unencrypted file ("Not an encrypted file"), and pdfium
+    refuses a wrong one for a PDF that has only an owner password (it opens with the
+    empty user password), so either way a password given up front would break PDFs
+    that need none.
+    """
+    max_pages = ctx.config.max_pages_per_pdf
+    try:
+        info = await ctx.renderer.inspect(data, password=None, max_pages=max_pages, source=uri)
+        return info, None
+    except EncryptedPdfError:
+        if not ctx.config.pdf_password:
+            raise
+    password = ctx.config.pdf_password
+    info = await ctx.renderer.inspect(data, password=password, max_pages=max_pages, source=uri)
+    return info, password
+
+
+def _is_done(ctx: RunContext, uri: str) -> bool:
+    """Committed, unless this run redoes flagged documents and this one is flagged."""
+    if not ctx.workspace.is_committed(uri):
+        return False
+    return not (ctx.config.redo_flagged and ctx.workspace.has_failure(uri))
+
+
+def _page_error_flag(
+    ctx: RunContext, uri: str, group_id: str, fallback: int, pages: int
+) -> FailureRecord | None:
+    """A page_error_rate record when too many pages fell back to the text layer (olmOCR's
+    --max_page_error_rate test: fallback / pages > max), else None."""
+    if pages == 0 or fallback / pages <= ctx.config.max_page_error_rate:
+        return None
+    return record_for_page_error_rate(
+        uri,
+        fallback_pages=fallback,
+        pages=pages,
+        max_rate=ctx.config.max_page_error_rate,
+        at=_utc_now_iso(),
+        group_id=group_id,
+        run_id=ctx.config.run_id,
     )
 
 
@@ -84,7 +133,15 @@ async def _ocr_all_pages(ctx: RunContext, doc: PdfDocument, group_id: str) -> li
 
 
 async def _fail(ctx: RunContext, uri: str, group_id: str, exc: BaseException) -> PdfOutcome:
-    record = record_from_error(uri, exc, at=_utc_now_iso(), group_id=group_id)
+    record = record_from_error(
+        uri, exc, at=_utc_now_iso(), group_id=group_id, run_id=ctx.config.run_id
+    )
+    return await _record(ctx, record)
+
+
+async def _record(ctx: RunContext, record: FailureRecord) -> PdfOutcome:
+    """Write the ledger record of a PDF that produced no document; the `failed` outcome."""
+    uri = record.source
     ctx.stats.pdfs_failed += 1
     log.warning("failed %s: %s (%s)", uri, record.reason, record.detail)
     try:

@@ -1,8 +1,9 @@
-"""List the sources, count each PDF's pages, and cut the groups.
+"""Count a PDF's pages for planning, reading many PDFs at once but in listing order.
 
 Counting pages means reading each PDF once (pypdf needs the whole file); the reads run
 on a bounded pool, in listing order, so the groups come out the same on every rerun.
 A PDF that cannot be read or opened still gets a group: its group task records why.
+`pagegate.pending` uses these to plan only what is left to do.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ from typing import Any, TypeVar
 
 from pagegate.errors import InputError
 from pagegate.pdf import inspect_pdf
-from pagegate.planning import Group, PlannedPdf, plan_groups
-from pagegate.sources import iter_sources
+from pagegate.planning import PlannedPdf
 from pagegate.storage import read_uri
 
 log = logging.getLogger("pagegate.plan")
@@ -38,7 +38,10 @@ def ordered_map(fn: Callable[[T], R], items: Iterable[T], *, workers: int) -> It
 
 
 def count_pages(uri: str, *, s3_client: Any, password: str | None) -> PlannedPdf:
-    """Page count of one PDF, or None when it cannot be fetched or opened."""
+    """Page count of one PDF, or None when it cannot be fetched or opened.
+
+    The password is used only if the PDF needs it (see `pagegate.pdf.inspect_pdf`).
+    """
     try:
         data = read_uri(uri, s3_client=s3_client)
         pages: int | None = inspect_pdf(data, password=password, source=uri).page_count
@@ -46,20 +49,3 @@ def count_pages(uri: str, *, s3_client: Any, password: str | None) -> PlannedPdf
         log.info("planning: %s cannot be counted (%s); its task will record why", uri, exc)
         pages = None
     return PlannedPdf(uri, pages)
-
-
-def plan_sources(
-    sources: Iterable[str],
-    *,
-    pages_per_group: int,
-    s3_client: Any,
-    password: str | None = None,
-    workers: int = 8,
-) -> list[Group]:
-    infos = iter_sources(list(sources), s3_client=s3_client)
-    planned = ordered_map(
-        lambda info: count_pages(info.uri, s3_client=s3_client, password=password),
-        infos,
-        workers=workers,
-    )
-    return plan_groups(planned, pages_per_group)

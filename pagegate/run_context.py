@@ -52,7 +52,7 @@ async def open_run_context(
     """Build the run's live objects around an admission already running in this loop."""
     clock = clock or MonotonicClock()
     profile = get_profile(config.profile)
-    s3_client = make_s3_client()
+    s3_client = make_s3_client(retry_mode=config.s3_retry_mode)
     workspace = Workspace.open(config.workspace, s3_client=s3_client)
     stats = RunStats(started_at=clock.now())
     with PageRenderer(target_longest_dim=config.target_longest_image_dim) as renderer:

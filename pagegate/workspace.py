@@ -8,7 +8,10 @@ Layout (relative to the workspace root, local or S3):
 
 The result object is the commit marker and is written last, atomically, so a PDF is
 either fully done or not done; markdown is written before it. A later success removes
-the PDF's ledger record.
+the PDF's ledger record. One exception: a document committed with too many fallback
+pages keeps a `page_error_rate` record beside it (written first), so `reprocess` can
+find it. Runs may overlap: every write is a whole-object replace of a key derived from
+the source URI, so two runs can at worst both write the same result, never two results.
 """
 
 from __future__ import annotations
@@ -38,19 +41,47 @@ class Workspace:
     def is_committed(self, source_uri: str) -> bool:
         return self.store.exists(result_key(source_uri))
 
-    def commit_document(self, source_uri: str, doc: dict[str, Any], *, markdown: bool) -> str:
-        """Write markdown (optional), then the result object; clear any old ledger record."""
+    def has_failure(self, source_uri: str) -> bool:
+        return self.store.exists(ledger_key(source_uri))
+
+    def commit_document(
+        self,
+        source_uri: str,
+        doc: dict[str, Any],
+        *,
+        markdown: bool,
+        flag: FailureRecord | None = None,
+    ) -> str:
+        """Write markdown (optional), then the result object; clear any old ledger record.
+
+        With `flag` (a page_error_rate record) the record is written first and kept: a
+        crash before the result lands leaves a recorded, uncommitted PDF, which every
+        later run redoes anyway.
+        """
+        if flag is not None:
+            self.store.write_bytes(ledger_key(flag.source), record_to_json(flag).encode("utf-8"))
         if markdown:
             md_key = "markdown/" + markdown_relpath(source_uri)
             self.store.write_bytes(md_key, markdown_text(doc).encode("utf-8"))
         key = result_key(source_uri)
         self.store.write_bytes(key, dolma_line(doc).encode("utf-8"))
-        self.store.delete(ledger_key(source_uri))
+        if flag is None:
+            self.store.delete(ledger_key(source_uri))
         return self.store.uri_for(key)
 
     def record_failure(self, record: FailureRecord) -> str:
+        """Write the record, then take it back if the PDF is committed after all.
+
+        An overlapping run may commit the same PDF meanwhile. It writes the result and
+        then deletes the record; we write the record and then look for the result. In
+        any interleaving one of the two removes the record, so no stale failure
+        survives beside a committed result. (A page_error_rate record may sit beside a
+        committed, flagged document: it is kept.)
+        """
         key = ledger_key(record.source)
         self.store.write_bytes(key, record_to_json(record).encode("utf-8"))
+        if record.reason != "page_error_rate" and self.is_committed(record.source):
+            self.store.delete(key)
         return self.store.uri_for(key)
 
     def iter_failures(self) -> Iterator[FailureRecord]:

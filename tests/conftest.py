@@ -10,4 +10,5 @@ pytest_plugins = [
     "tests.fixtures.s3",
     "tests.fixtures.sim",
     "tests.fixtures.prefect",
+    "tests.fixtures.s3_proxy",
 ]

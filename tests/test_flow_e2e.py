@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pagegate import samples
 from pagegate.documents import document_id
-from pagegate.plan_job import plan_sources
+from pagegate.pending import plan_pending
 from pagegate.storage import make_s3_client
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
@@ -98,10 +98,10 @@ def test_s3_in_s3_out_and_groups_stable(s3_bucket: str, start_sim: Any) -> None:
         s3.put_object(Bucket=s3_bucket, Key=f"in/doc{i}.pdf", Body=samples.text_pdf(i + 1, title=f"D{i}"))
     s3.put_object(Bucket=s3_bucket, Key="in/notes.txt", Body=b"not a pdf, not listed")
     source = f"s3://{s3_bucket}/in/"
-    plan1 = plan_sources([source], pages_per_group=3, s3_client=make_s3_client())
-    plan2 = plan_sources([source], pages_per_group=3, s3_client=make_s3_client())
-    assert [g.id for g in plan1] == [g.id for g in plan2]
-    assert len(plan1) > 1
+    plan1 = plan_pending([source], workspace=None, pages_per_group=3, s3_client=make_s3_client())
+    plan2 = plan_pending([source], workspace=None, pages_per_group=3, s3_client=make_s3_client())
+    assert [g.id for g in plan1.groups] == [g.id for g in plan2.groups]
+    assert len(plan1.groups) > 1
     sim = start_sim(profile="ci")
 
     state, summary = run_flow(

@@ -1,0 +1,188 @@
+"""UI Retry, the way the UI does it: a deployment run, forced to AwaitingRetry, picked up again.
+
+`ocr_pdfs.serve()` runs in its own process (the deployment and its runner), the run is
+created from the deployment, and the retry is the API call behind the UI's Retry button
+(shared/notes/prefect.md §0 and §5). Sources, workspace and the persisted task results
+all live on moto's S3 server; pages go to the simulator, whose request counter shows
+exactly what the retry re-did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from pagegate import samples
+from pagegate.planning import PlannedPdf, plan_groups
+from tests.test_flow_e2e import metric_total
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
+
+REPO = Path(__file__).resolve().parents[1]
+DEPLOYMENT = "exactly-once"
+TIMEOUT_S = 90.0
+
+
+def _log_tail(log: IO[bytes]) -> str:
+    log.seek(0)
+    return log.read().decode(errors="replace")[-4000:]
+
+
+@pytest.fixture
+def served(s3_env: str, tmp_path: Path) -> Iterator[IO[bytes]]:
+    """`ocr_pdfs.serve()` in a child process, polling the API every second."""
+    from prefect.settings import PREFECT_API_URL
+
+    env = {
+        **os.environ,
+        "PREFECT_API_URL": str(PREFECT_API_URL.value()),
+        "PREFECT_HOME": str(tmp_path / "prefect-home"),
+        "PREFECT_RUNNER_POLL_FREQUENCY": "1",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    }
+    log = tempfile.TemporaryFile()  # noqa: SIM115 (a file, never a pipe the runner could fill up)
+    code = f"from flows.ocr_pdfs import ocr_pdfs; ocr_pdfs.serve(name={DEPLOYMENT!r})"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+    try:
+        yield log
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        log.close()
+
+
+async def _deployment_id(log: IO[bytes]) -> Any:
+    from prefect.client.orchestration import get_client
+
+    deadline = time.monotonic() + TIMEOUT_S
+    async with get_client() as client:
+        while time.monotonic() < deadline:
+            try:
+                return (await client.read_deployment_by_name(f"ocr-pdfs/{DEPLOYMENT}")).id
+            except Exception:  # not registered yet: polling for the runner's start-up
+                await asyncio.sleep(0.5)
+    raise AssertionError(f"deployment never registered:\n{_log_tail(log)}")
+
+
+async def _wait_final(flow_run_id: Any, log: IO[bytes], *, runs: int) -> Any:
+    from prefect.client.orchestration import get_client
+
+    deadline = time.monotonic() + TIMEOUT_S
+    async with get_client() as client:
+        while time.monotonic() < deadline:
+            run = await client.read_flow_run(flow_run_id)
+            if run.state is not None and run.state.is_final() and run.run_count >= runs:
+                return run
+            await asyncio.sleep(0.5)  # polling the API for a state, not waiting for an effect
+    raise AssertionError(f"flow run {flow_run_id} not final:\n{_log_tail(log)}")
+
+
+async def _task_states(flow_run_id: Any) -> list[tuple[str, str]]:
+    """(task name, state name) of every task run of the flow run, across attempts."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    async with get_client() as client:
+        runs = await client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+        )
+    return sorted((r.name, r.state.name if r.state else "") for r in runs)
+
+
+async def _failed_table(flow_run_id: Any) -> list[dict[str, str]]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    async with get_client() as client:
+        artifacts = await client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))
+        )
+    tables = [a for a in artifacts if a.key == "ocr-failed-pdfs"]
+    assert tables, [a.key for a in artifacts]
+    data = tables[0].data
+    rows: list[dict[str, str]] = json.loads(data) if isinstance(data, str) else data
+    return rows
+
+
+def test_ui_retry_redoes_only_the_failed_group_and_only_its_unfinished_pdf(
+    served: IO[bytes], s3_bucket: str, s3_client: Any, start_sim: Any
+) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.deployments import run_deployment
+    from prefect.states import AwaitingRetry
+
+    pages = {"a": 2, "b": 2, "c": 2, "d": 2, "e": 2, "f": 2}
+    for name, count in pages.items():
+        body = samples.text_pdf(count, title=name.upper(), seed=ord(name))
+        if name == "d":
+            body = samples.truncated_pdf()  # an upload cut short: unreadable this time
+        s3_client.put_object(Bucket=s3_bucket, Key=f"in/{name}.pdf", Body=body)
+    source = f"s3://{s3_bucket}/in/"
+    # d counts as one page at planning (it cannot be opened): groups {a,b} {c,d} {e,f}.
+    expected = plan_groups(
+        [PlannedPdf(f"{source}{n}.pdf", None if n == "d" else 2) for n in pages], 4
+    )
+    assert [len(g) for g in expected] == [2, 2, 2]
+    sim = start_sim(profile="ci")
+    params = {
+        "sources": [source],
+        "workspace": f"s3://{s3_bucket}/out",
+        "server_url": sim.base_url,
+        "pages_per_group": 4,
+        "result_storage": f"s3://{s3_bucket}/prefect-results",
+    }
+
+    async def scenario() -> tuple[Any, Any, float, float]:
+        await _deployment_id(served)
+        first = await run_deployment(f"ocr-pdfs/{DEPLOYMENT}", parameters=params, timeout=0)
+        run1 = await _wait_final(first.id, served, runs=1)
+        requests_first = metric_total(sim.metrics_url, "vllm:request_success_total")
+        # The operator re-uploads d.pdf whole (3 pages now), then presses Retry.
+        s3_client.put_object(Bucket=s3_bucket, Key="in/d.pdf", Body=samples.text_pdf(3, title="D"))
+        async with get_client() as client:
+            forced = await client.set_flow_run_state(first.id, AwaitingRetry(), force=True)
+        assert forced.state is not None and forced.state.name == "AwaitingRetry"
+        run2 = await _wait_final(first.id, served, runs=2)
+        requests_total = metric_total(sim.metrics_url, "vllm:request_success_total")
+        return run1, run2, requests_first, requests_total - requests_first
+
+    run1, run2, requests_first, requests_retry = asyncio.run(scenario())
+
+    assert run1.state.is_failed(), run1.state
+    assert "d.pdf" in (run1.state.message or "")
+    table = asyncio.run(_failed_table(run1.id))
+    assert [(r["source"], r["reason"]) for r in table] == [(f"{source}d.pdf", "unreadable")]
+    assert requests_first == 10  # five readable 2-page PDFs
+    assert run2.state.is_completed(), run2.state
+    assert run2.run_count == 2 and run2.id == run1.id
+    # The retry: plan and two groups from the cache; in group {c,d} c is skipped
+    # (committed) and only d's three pages go to the server.
+    assert requests_retry == 3
+    states = asyncio.run(_task_states(run1.id))
+    group_states = [s for n, s in states if n.startswith("ocr-group-")]
+    assert sorted(group_states) == sorted(["Completed", "Completed", "Failed", "Cached", "Cached", "Completed"])
+    assert [s for n, s in states if n.startswith("plan-pending")] == ["Cached", "Completed"]
+    keys = [o["Key"] for o in s3_client.list_objects_v2(Bucket=s3_bucket, Prefix="out/")["Contents"]]
+    results = [k for k in keys if k.startswith("out/results/")]
+    assert len(results) == 6
+    assert not [k for k in keys if k.startswith("out/ledger/")]
+    stored = s3_client.list_objects_v2(Bucket=s3_bucket, Prefix="prefect-results/")
+    assert stored.get("KeyCount", 0) > 0, "task results persisted to S3"
+    print(f"UI retry: PDFs in 6, results 6, duplicates 0, ledger 0 after retry; "
+          f"page requests first run {requests_first:.0f}, retry {requests_retry:.0f}")
