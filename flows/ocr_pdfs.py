@@ -5,27 +5,44 @@ one. The runtime objects (HTTP client, admission gate, pdfium thread) are built 
 in the flow's own event loop, and shared by every group task through a context
 variable; group tasks are awaited directly (not `.submit()`ed to a thread pool, which
 would give each task its own loop and break the shared gate: see the Prefect notes).
+
+Retry: the plan and every group persist their results under keys tied to this flow
+run (tasks/ocr_group.py). A group with a failed PDF ends Failed, the flow ends Failed
+with a table of the failed PDFs, and Retry in the UI (the same run, forced to
+AwaitingRetry) gets the plan and the finished groups from the cache, re-runs only the
+failed groups, and inside them skips every PDF already committed to the workspace.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: Prefect builds the parameter model from these
+# annotations, and a served run may see the function without its module's globals.
 import asyncio
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
 from prefect import State, flow, get_run_logger
 from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
+from prefect.blocks.system import Secret
+from prefect.runtime import flow_run
 from prefect.states import Completed, Failed
+from pydantic import SecretStr
 
 from pagegate.admission.base import Admission
 from pagegate.clock import MonotonicClock
 from pagegate.config import RunConfig
-from pagegate.outcomes import GroupOutcome, RunTotals
+from pagegate.outcomes import GroupOutcome, PdfOutcome, RunTotals
+from pagegate.pending import PendingPlan
+from pagegate.planning import Group
 from pagegate.run_context import open_run_context
 from pagegate.summary import failure_rows, summary_markdown
+from tasks.admission_block import AdmissionGate
 from tasks.admission_factory import open_admission
-from tasks.ocr_group import ocr_group, plan_groups_task
+from tasks.gate_param import gate_block_name
+from tasks.ocr_group import group_outcome, ocr_group, plan_pending_task
+from tasks.result_storage import resolve_result_storage
 from tasks.run_context_var import RUN_CONTEXT
+from tasks.run_monitor import open_run_monitor
 
 
 @flow(name="ocr-pdfs")
@@ -40,9 +57,17 @@ async def ocr_pdfs(
     markdown: bool = False,
     target_longest_image_dim: int = 1288,
     max_page_retries: int = 8,
-    gate: str | None = None,
+    gate: AdmissionGate | str | None = None,
     gate_enabled: bool = True,
     gate_overrides: dict[str, Any] | None = None,
+    max_pages_per_pdf: int | None = None,
+    max_page_error_rate: float = 0.004,
+    drop_on_page_errors: bool = False,
+    pdf_password: SecretStr | None = None,
+    pdf_password_secret: str | None = None,
+    server_unavailable_after_seconds: float = 1800.0,
+    s3_retry_mode: str = "standard",
+    result_storage: str | None = None,
 ) -> State[Any]:
     """OCR PDFs from S3 or disk into Dolma JSONL in WORKSPACE.
 
@@ -57,11 +82,23 @@ async def ocr_pdfs(
         markdown: also write one .md per PDF under markdown/.
         target_longest_image_dim: rendered page size, longest side in pixels.
         max_page_retries: model attempts per page before falling back to the PDF's text.
-        gate: name of a saved AdmissionGate block; defaults apply when empty.
+        gate: a saved AdmissionGate block (a picker in the UI) or its name; empty: defaults.
         gate_enabled: use the admission gate (off: a fixed cap of max_concurrent_requests).
         gate_overrides: AdmissionGate fields to override, e.g. {"cooldown_seconds": 10}.
+        max_pages_per_pdf: PDFs with more pages go to the ledger as `too_many_pages`.
+        max_page_error_rate: a document with a larger share of fallback pages gets a
+            `page_error_rate` ledger record (olmOCR: 1/250).
+        drop_on_page_errors: such a document is not written (olmOCR's behaviour); by
+            default it is written with its fallback pages flagged.
+        pdf_password: password for encrypted PDFs (recorded masked; a UI retry cannot
+            recover it, so deployments use pdf_password_secret).
+        pdf_password_secret: name of a Prefect Secret block holding that password.
+        server_unavailable_after_seconds: how long capacity errors may last before a
+            PDF is recorded as `server_unavailable`.
+        s3_retry_mode: botocore retry mode for S3, "standard" or "adaptive".
+        result_storage: where task results persist for retries: s3://bucket/prefix, a
+            local path, or a saved block "type/name"; empty: Prefect's default.
     """
-    logger = get_run_logger()
     config = RunConfig(
         sources=tuple(sources),
         workspace=workspace,
@@ -73,46 +110,106 @@ async def ocr_pdfs(
         markdown=markdown,
         target_longest_image_dim=target_longest_image_dim,
         max_page_retries=max_page_retries,
-        gate_block=gate,
+        gate_block=gate_block_name(gate),
         gate_overrides=dict(gate_overrides or {}),
         use_gate=gate_enabled,
+        max_pages_per_pdf=max_pages_per_pdf,
+        max_page_error_rate=max_page_error_rate,
+        drop_on_page_errors=drop_on_page_errors,
+        pdf_password=await resolve_password(pdf_password, pdf_password_secret),
+        server_unavailable_after_seconds=server_unavailable_after_seconds,
+        s3_retry_mode=s3_retry_mode,
+        run_id=flow_run.get_id(),
     )
-    groups = await plan_groups_task(list(config.sources), config.pages_per_group)
+    storage = await resolve_result_storage(result_storage)
+    planner = plan_pending_task.with_options(result_storage=storage) if storage else plan_pending_task
+    plan = await planner(
+        list(config.sources),
+        config.pages_per_group,
+        config.workspace,
+        pdf_password=_secret(config.pdf_password),
+        s3_retry_mode=config.s3_retry_mode,
+    )
+    return await execute_plan(config, plan, result_storage=storage)
+
+
+async def resolve_password(password: SecretStr | None, secret_block: str | None) -> str | None:
+    """The PDF password from the parameter or a Prefect Secret block; never logged."""
+    if secret_block:
+        block: Any = await Secret.aload(secret_block)
+        if not isinstance(block, Secret):
+            raise TypeError(f"block {secret_block!r} is not a Secret")
+        return str(block.get())
+    return password.get_secret_value() if password is not None else None
+
+
+def _secret(password: str | None) -> SecretStr | None:
+    return SecretStr(password) if password is not None else None
+
+
+async def execute_plan(
+    config: RunConfig, plan: PendingPlan, *, result_storage: str | Path | None
+) -> State[Any]:
+    """Run the planned groups under one admission gate, then report; the flow's final state.
+
+    Shared by `ocr-pdfs` and `reprocess`; `result_storage` is already resolved
+    (tasks/result_storage.py).
+    """
+    logger = get_run_logger()
+    groups = list(plan.groups)
     logger.info(
-        "planned %d groups, %d PDFs, %d pages",
-        len(groups), sum(len(g) for g in groups), sum(g.pages for g in groups),
+        "planned %d groups, %d PDFs, %d pages; %d PDF(s) already done",
+        len(groups), plan.pdfs, plan.pages, plan.already_done,
+    )
+    group_task = (
+        ocr_group.with_options(result_storage=result_storage) if result_storage else ocr_group
     )
     clock = MonotonicClock()
     async with (
         httpx.AsyncClient(limits=httpx.Limits(max_connections=None, max_keepalive_connections=64)) as http,
         open_admission(config, http=http, clock=clock) as admission,
         open_run_context(config, admission, http=http, clock=clock) as ctx,
+        open_run_monitor(ctx, groups) as monitor,
     ):
         token = RUN_CONTEXT.set(ctx)
         try:
-            outcomes = await _run_groups(groups, config.workers)
+            outcomes = await _run_groups(
+                groups, config.workers, on_done=monitor.group_finished, task=group_task
+            )
         finally:
             RUN_CONTEXT.reset(token)
         elapsed = clock.now() - ctx.stats.started_at
         gate_state = _snapshot(admission)
+        report = await monitor.finish(RunTotals.of(outcomes), elapsed)
 
     totals = RunTotals.of(outcomes)
     await acreate_markdown_artifact(
         key="ocr-run-summary",
-        markdown=summary_markdown(totals, elapsed_seconds=elapsed, gate=gate_state),
+        markdown=summary_markdown(
+            totals, elapsed_seconds=elapsed, gate=gate_state,
+            chart_uri=report.chart_uri, chart_link=report.chart_link,
+        ),
         description="pagegate run summary",
     )
     summary = {
         "pdfs_ok": totals.pdfs_ok,
         "pdfs_failed": totals.pdfs_failed,
-        "pdfs_skipped": totals.pdfs_skipped,
+        "pdfs_skipped": totals.pdfs_skipped + plan.already_done,
         "pages": totals.pages,
         "fallback_pages": totals.fallback_pages,
         "input_tokens": totals.input_tokens,
         "output_tokens": totals.output_tokens,
         "elapsed_seconds": round(elapsed, 3),
+        "chart": report.chart_uri,
         "failed": [{"source": f.uri, "reason": f.reason, "detail": f.detail} for f in totals.failures],
+        "flagged": [_row(p) for p in _flagged(outcomes)],
     }
+    flagged = _flagged(outcomes)
+    if flagged:
+        logger.warning(
+            "%d PDF(s) committed with fallback pages flagged (ledger: page_error_rate): %s",
+            len(flagged), ", ".join(p.uri for p in flagged[:20]),
+        )
     if totals.failures:
         await acreate_table_artifact(
             key="ocr-failed-pdfs",
@@ -126,13 +223,35 @@ async def ocr_pdfs(
     return Completed(message=f"{totals.pdfs_ok} PDF(s) done, {totals.pages} pages", data=summary)
 
 
-async def _run_groups(groups: list[Any], workers: int) -> list[GroupOutcome]:
-    """Await one task per group, at most `workers` at a time, in this event loop."""
+def _flagged(outcomes: list[GroupOutcome]) -> list[PdfOutcome]:
+    """Committed documents that got a page_error_rate record (done, but worth a reprocess)."""
+    return [p for g in outcomes for p in g.pdfs if p.status == "ok" and p.reason]
+
+
+def _row(pdf: PdfOutcome) -> dict[str, Any]:
+    return {"source": pdf.uri, "reason": pdf.reason, "detail": pdf.detail}
+
+
+async def _run_groups(
+    groups: list[Group],
+    workers: int,
+    on_done: Callable[[Any, GroupOutcome], None] | None = None,
+    task: Any = ocr_group,
+) -> list[GroupOutcome]:
+    """Await one task per group, at most `workers` at a time, in this event loop.
+
+    Each task's final state is read whatever it is (completed, cached, failed with its
+    PDFs recorded, crashed), so one group never hides the others' outcomes.
+    """
     limit = asyncio.Semaphore(workers)
 
-    async def one(group: Any) -> GroupOutcome:
+    async def one(group: Group) -> GroupOutcome:
         async with limit:
-            return await ocr_group(group)
+            state = await task(group, return_state=True)
+            outcome = await group_outcome(state, group)
+        if on_done is not None:
+            on_done(group, outcome)  # progress accounting (tasks/run_monitor.py)
+        return outcome
 
     return list(await asyncio.gather(*(one(g) for g in groups)))
 

@@ -16,7 +16,9 @@ from typing import Annotated, Any, cast
 
 import typer
 
+from pagegate.blocks_cli import blocks_app
 from pagegate.sim.command import sim_command
+from pagegate.stats_cli import stats_command
 
 app = typer.Typer(
     name="pagegate",
@@ -25,6 +27,8 @@ app = typer.Typer(
     add_completion=False,
 )
 app.command("sim", help="Serve the vLLM-compatible simulator (OpenAI API + /metrics).")(sim_command)
+app.command("stats")(stats_command)
+app.add_typer(blocks_app)
 
 
 def _prefect_env() -> None:
@@ -54,13 +58,69 @@ def run_flow(**params: Any) -> tuple[bool, dict[str, Any]]:
     _prefect_env()
     from flows.ocr_pdfs import ocr_pdfs
 
-    coro = cast(Coroutine[Any, Any, Any], ocr_pdfs(**params, return_state=True))
-    state = asyncio.run(coro)
+    return _run_flow_state(ocr_pdfs, params)
+
+
+def run_reprocess_flow(**params: Any) -> tuple[bool, dict[str, Any]]:
+    """Run the reprocess flow as a real Prefect flow run; (completed?, summary)."""
+    _prefect_env()
+    from flows.reprocess import reprocess
+
+    return _run_flow_state(reprocess, params)
+
+
+def _run_flow_state(flow_fn: Any, params: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    from pagegate.progress import PROGRESS_LISTENER
+    from pagegate.progress_display import TerminalProgress
+
+    # The live display (stderr) is handed to the flow through a context variable.
+    with TerminalProgress() as display:
+        token = PROGRESS_LISTENER.set(display)
+        try:
+            coro = cast(Coroutine[Any, Any, Any], flow_fn(**params, return_state=True))
+            state = asyncio.run(coro)
+        finally:
+            PROGRESS_LISTENER.reset(token)
     data = state.result(raise_on_failure=False)
     if asyncio.iscoroutine(data):
         data = asyncio.run(data)
     summary = data if isinstance(data, dict) else {"message": state.message}
     return bool(state.is_completed()), summary
+
+
+# Options shared by `run` and `reprocess`: how bad inputs and outages are handled.
+MaxPagesOpt = Annotated[int | None, typer.Option(help="PDFs with more pages go to the ledger (too_many_pages).")]
+MaxPageErrorRateOpt = Annotated[float, typer.Option(help="Share of fallback pages above which a PDF gets a page_error_rate record.")]
+DropOnPageErrorsOpt = Annotated[bool, typer.Option("--drop-on-page-errors", help="Over the rate: don't write the document (default: write it, fallback pages flagged).")]
+PdfPasswordOpt = Annotated[str | None, typer.Option(envvar="PAGEGATE_PDF_PASSWORD", show_default=False, help="Password for encrypted PDFs (prefer the env var; never logged).")]
+PdfPasswordSecretOpt = Annotated[str | None, typer.Option(help="Name of a Prefect Secret block holding the PDF password.")]
+UnavailableAfterOpt = Annotated[float, typer.Option("--server-unavailable-after", help="Seconds of capacity errors before a PDF is recorded as server_unavailable.")]
+S3RetryModeOpt = Annotated[str, typer.Option(help="botocore retry mode for S3: standard or adaptive.")]
+ResultStorageOpt = Annotated[str | None, typer.Option(help="Where task results persist for retries: s3://bucket/prefix, a path, or a block type/name.")]
+
+
+def _robustness_params(
+    max_pages_per_pdf: int | None,
+    max_page_error_rate: float,
+    drop_on_page_errors: bool,
+    pdf_password: str | None,
+    pdf_password_secret: str | None,
+    server_unavailable_after: float,
+    s3_retry_mode: str,
+    result_storage: str | None,
+) -> dict[str, Any]:
+    from pydantic import SecretStr
+
+    return {
+        "max_pages_per_pdf": max_pages_per_pdf,
+        "max_page_error_rate": max_page_error_rate,
+        "drop_on_page_errors": drop_on_page_errors,
+        "pdf_password": SecretStr(pdf_password) if pdf_password else None,
+        "pdf_password_secret": pdf_password_secret,
+        "server_unavailable_after_seconds": server_unavailable_after,
+        "s3_retry_mode": s3_retry_mode,
+        "result_storage": result_storage,
+    }
 
 
 @app.command()
@@ -81,6 +141,14 @@ def run(
     gate_cooldown: Annotated[float | None, typer.Option(help="Seconds between releases.")] = None,
     gate_max_in_flight: Annotated[int | None, typer.Option(help="Hard cap on pages in flight.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
+    max_pages_per_pdf: MaxPagesOpt = None,
+    max_page_error_rate: MaxPageErrorRateOpt = 0.004,
+    drop_on_page_errors: DropOnPageErrorsOpt = False,
+    pdf_password: PdfPasswordOpt = None,
+    pdf_password_secret: PdfPasswordSecretOpt = None,
+    server_unavailable_after: UnavailableAfterOpt = 1800.0,
+    s3_retry_mode: S3RetryModeOpt = "standard",
+    result_storage: ResultStorageOpt = None,
 ) -> None:
     """OCR PDFs into Dolma JSONL as a Prefect flow run; exits 1 if any PDF failed."""
     ok, summary = run_flow(
@@ -97,6 +165,65 @@ def run(
         gate=gate,
         gate_enabled=not no_gate,
         gate_overrides=_gate_overrides(gate_peak_ratio, gate_cooldown, gate_max_in_flight),
+        **_robustness_params(
+            max_pages_per_pdf, max_page_error_rate, drop_on_page_errors, pdf_password,
+            pdf_password_secret, server_unavailable_after, s3_retry_mode, result_storage,
+        ),
+    )
+    _print_summary(summary, workspace, json_out=json_out)
+    raise typer.Exit(0 if ok else 1)
+
+
+@app.command()
+def reprocess(
+    workspace: Annotated[str, typer.Argument(help="Workspace whose failure ledger to work through.")],
+    pdfs: Annotated[list[str] | None, typer.Argument(help="Redo exactly these PDFs instead of the ledger's.")] = None,
+    only_reason: Annotated[list[str] | None, typer.Option(help="Only ledger records with this reason (repeatable).")] = None,
+    server: Annotated[str, typer.Option(help="OpenAI base URL of the vLLM server.")] = "http://127.0.0.1:8000/v1",
+    model: Annotated[str, typer.Option(help="Served model name sent with each request.")] = "olmocr",
+    pages_per_group: Annotated[int, typer.Option(help="Target pages per group task.")] = 500,
+    workers: Annotated[int, typer.Option(help="Group tasks at once.")] = 20,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Also write one .md per PDF.")] = False,
+    max_page_retries: Annotated[int, typer.Option(help="Model attempts per page before text fallback.")] = 8,
+    gate: Annotated[str | None, typer.Option(help="Name of a saved AdmissionGate block.")] = None,
+    no_gate: Annotated[bool, typer.Option("--no-gate", help="Disable the gate; cap requests only.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
+    max_pages_per_pdf: MaxPagesOpt = None,
+    max_page_error_rate: MaxPageErrorRateOpt = 0.004,
+    drop_on_page_errors: DropOnPageErrorsOpt = False,
+    pdf_password: PdfPasswordOpt = None,
+    pdf_password_secret: PdfPasswordSecretOpt = None,
+    server_unavailable_after: UnavailableAfterOpt = 1800.0,
+    s3_retry_mode: S3RetryModeOpt = "standard",
+    result_storage: ResultStorageOpt = None,
+) -> None:
+    """Retry the PDFs in WORKSPACE's failure ledger (or exactly PDF...); exits 1 if any still fail.
+
+    Documents kept with flagged fallback pages (page_error_rate) are redone too; a
+    listed PDF that is already committed cleanly is skipped.
+    """
+    from pagegate.reprocess_plan import check_reasons
+
+    try:
+        reasons = sorted(check_reasons(only_reason or []))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--only-reason") from None
+    ok, summary = run_reprocess_flow(
+        workspace=workspace,
+        pdfs=list(pdfs or []) or None,
+        only_reasons=reasons or None,
+        server_url=server,
+        model=model,
+        pages_per_group=pages_per_group,
+        workers=workers,
+        markdown=markdown,
+        max_page_retries=max_page_retries,
+        gate=gate,
+        gate_enabled=not no_gate,
+        **_robustness_params(
+            max_pages_per_pdf, max_page_error_rate, drop_on_page_errors, pdf_password,
+            pdf_password_secret, server_unavailable_after, s3_retry_mode, result_storage,
+        ),
     )
     _print_summary(summary, workspace, json_out=json_out)
     raise typer.Exit(0 if ok else 1)
@@ -116,7 +243,11 @@ def _print_summary(summary: dict[str, Any], workspace: str, *, json_out: bool) -
     )
     for failure in summary.get("failed", []):
         typer.echo(f"  FAILED {failure['source']}: {failure['reason']} ({failure['detail']})")
+    for flagged in summary.get("flagged", []):
+        typer.echo(f"  FLAGGED {flagged['source']}: {flagged['reason']} ({flagged['detail']})")
     typer.echo(f"results: {workspace.rstrip('/')}/results/  ledger: {workspace.rstrip('/')}/ledger/")
+    if summary.get("chart"):
+        typer.echo(f"run chart: {summary['chart']}")
 
 
 @app.command()

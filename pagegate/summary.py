@@ -16,10 +16,17 @@ def failure_rows(failures: Sequence[PdfOutcome]) -> list[dict[str, str]]:
 
 
 def summary_markdown(
-    totals: RunTotals, *, elapsed_seconds: float, gate: Mapping[str, Any] | None = None
+    totals: RunTotals,
+    *,
+    elapsed_seconds: float,
+    gate: Mapping[str, Any] | None = None,
+    chart_uri: str | None = None,
+    chart_link: str | None = None,
 ) -> str:
+    """The run summary artifact; `chart_link` (a URL) or `chart_uri` points at the run chart."""
     rate = totals.pages / elapsed_seconds if elapsed_seconds > 0 else 0.0
     tok_rate = totals.output_tokens / elapsed_seconds if elapsed_seconds > 0 else 0.0
+    all_tok_rate = (totals.input_tokens + totals.output_tokens) / elapsed_seconds if elapsed_seconds > 0 else 0.0
     lines = [
         "# pagegate run summary",
         "",
@@ -34,7 +41,13 @@ def summary_markdown(
         f"| elapsed | {elapsed_seconds:.1f} s |",
         f"| pages/s | {rate:.2f} |",
         f"| output tokens/s | {tok_rate:.0f} |",
+        f"| tokens/s (in + out) | {all_tok_rate:.0f} |",
     ]
+    if gate and "releases" in gate:
+        lines.append(f"| gate releases / pauses | {gate.get('releases')} / {gate.get('pauses')} |")
+    if chart_uri or chart_link:
+        target = chart_link or chart_uri
+        lines += ["", f"Run chart (server queue, pages in flight, gate releases): [{chart_uri or target}]({target})"]
     if gate:
         lines += ["", "## admission", "", "| | |", "|---|---|"]
         lines += [f"| {k} | {v} |" for k, v in gate.items() if not isinstance(v, (dict, list))]

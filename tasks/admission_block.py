@@ -9,10 +9,11 @@ Register with:  prefect block register -m tasks.admission_block
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from prefect.blocks.core import Block
-from pydantic import Field
+from pydantic import Field, GetJsonSchemaHandler
+from pydantic_core import CoreSchema
 
 from pagegate.admission.metrics import metrics_url_for
 from pagegate.admission.policy import GateConfig
@@ -30,6 +31,20 @@ class AdmissionGate(Block):
         "the vLLM server (peak ratio, cooldown, progress) and the limits that pace pages "
         "on the wire (KV ceiling, in-flight cap, metric freshness)."
     )
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> dict[str, Any]:
+        """Keep the UI's block picker working.
+
+        Prefect checks a block parameter against oneOf(the block's fields, {"$ref": ...}).
+        Every field here has a default, so a bare {"$ref": ...} would match both branches
+        and be refused; saying the fields branch never carries "$ref" makes it match one.
+        """
+        schema: dict[str, Any] = handler(core_schema)
+        handler.resolve_ref_schema(schema)["not"] = {"required": ["$ref"]}
+        return schema
 
     metrics_url: str | None = Field(
         default=None,

@@ -1,0 +1,302 @@
+"""The benchmark's baseline strategies behave as olmOCR's code did (olmocr.md §4).
+
+Fast tests drive the olmOCR semaphore with a FakeClock and a scripted stats line; the
+slow test runs the whole benchmark once on the `ci` profile over real HTTP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import hashlib
+import io
+import json
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from bench.admission import REPORT_KEYS, run_benchmark, utilization
+from bench.harness import STRATEGIES, steady_rate
+from bench.strategies import (
+    LogLine,
+    MonitorState,
+    NoLimit,
+    OlmocrGroupSemaphore,
+    after_release,
+    observe_line,
+    should_release,
+)
+from bench.synthetic import SyntheticRenderer, synthetic_groups, tag_png
+from pagegate.admission.base import Outcome
+from pagegate.clock import FakeClock, settle
+from pagegate.sim.workload import png_size, prompt_tokens
+
+SAFETY_SECONDS = 10.0
+"""Wall-clock guard so a regression fails the test instead of hanging the suite."""
+
+
+def in_loop(test: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], None]:
+    """Run an async test body in a fresh event loop, with a safety timeout."""
+
+    @functools.wraps(test)
+    def wrapper() -> None:
+        async def guarded() -> None:
+            async with asyncio.timeout(SAFETY_SECONDS):
+                await test()
+
+        asyncio.run(guarded())
+
+    return wrapper
+
+
+# ------------------------------------------------------------------ the release rule (pure)
+
+
+def _state(**kw: float | int | bool) -> MonitorState:
+    base: dict[str, float | int | bool] = {
+        "last_release_at": 0.0, "last_running": 80, "peak_running": 100,
+        "last_queue": 10, "running_decreased": True,
+    }
+    base.update(kw)
+    return MonitorState(**base)  # type: ignore[arg-type]
+
+
+def test_release_needs_every_condition() -> None:
+    ok = _state()
+    assert should_release(ok, 31.0, locked=True)
+    assert not should_release(ok, 31.0, locked=True, ready=False)
+    assert not should_release(ok, 31.0, locked=False)                  # a token is still free
+    assert not should_release(_state(last_queue=11), 31.0, locked=True)  # > 10 % of peak
+    assert not should_release(_state(running_decreased=False), 31.0, locked=True)
+    assert should_release(_state(running_decreased=False, last_running=0), 31.0, locked=True)
+
+
+def test_cooldown_is_strictly_longer_than_30_seconds() -> None:
+    assert not should_release(_state(), 30.0, locked=True)
+    assert should_release(_state(), 30.001, locked=True)
+
+
+def test_threshold_truncates_like_int() -> None:
+    # int(19 * 0.1) == 1: two waiting requests hold the release; before any line (peak 0)
+    # only an empty queue passes.
+    assert not should_release(_state(peak_running=19, last_queue=2), 31.0, locked=True)
+    assert should_release(_state(peak_running=19, last_queue=1), 31.0, locked=True)
+    assert not should_release(_state(peak_running=0, last_queue=1, last_running=0), 31.0, locked=True)
+
+
+def test_log_lines_track_peak_and_a_latched_decrease() -> None:
+    s = MonitorState(last_release_at=0.0)
+    s = observe_line(s, LogLine(running=50, waiting=400))
+    s = observe_line(s, LogLine(running=80, waiting=300))
+    assert (s.peak_running, s.running_decreased) == (80, False)
+    s = observe_line(s, LogLine(running=70, waiting=5))
+    s = observe_line(s, LogLine(running=75, waiting=5))   # going up again keeps the latch
+    assert (s.peak_running, s.last_running, s.last_queue, s.running_decreased) == (80, 75, 5, True)
+    s = after_release(s, 42.0)
+    assert (s.running_decreased, s.last_release_at) == (False, 42.0)
+
+
+# ------------------------------------------------------------------ the semaphore at run time
+
+
+class _Stats:
+    """A scripted vLLM stats line; counts how often it was read."""
+
+    def __init__(self, running: int, waiting: int) -> None:
+        self.line = LogLine(running, waiting)
+        self.reads = 0
+
+    async def __call__(self) -> LogLine:
+        self.reads += 1
+        return self.line
+
+
+def _started(sem: OlmocrGroupSemaphore) -> list[str]:
+    return [e.detail.split(": ")[1] for e in sem.events if e.kind == "group_start"]
+
+
+async def _open(
+    clock: FakeClock, stats: _Stats, groups: int = 5, **kw: bool
+) -> OlmocrGroupSemaphore:
+    sem = OlmocrGroupSemaphore([f"g{i}" for i in range(groups)], stats, clock, **kw)
+    await sem.start()
+    await settle()
+    return sem
+
+
+@in_loop
+async def test_one_group_starts_at_once_and_the_next_waits_for_the_monitor() -> None:
+    clock = FakeClock()
+    stats = _Stats(running=80, waiting=300)
+    sem = await _open(clock, stats)
+    entered: list[str] = []
+
+    async def page(group: str) -> None:
+        async with sem.slot(group) as permit:
+            entered.append(group)
+            permit.finish(Outcome.OK)
+
+    tasks = [asyncio.create_task(page(g)) for g in ("g0", "g1")]
+    await settle()
+    assert entered == ["g0"] and _started(sem) == ["g0"]
+    await clock.advance(60.0)              # queue stays at 300: no release
+    assert entered == ["g0"]
+    stats.line = LogLine(running=70, waiting=5)   # drained, running fell
+    await clock.advance(10.0)
+    assert entered == ["g0", "g1"]
+    assert [e.kind for e in sem.events] == ["group_start", "monitor_release", "group_start"]
+    await asyncio.gather(*tasks)
+    await sem.aclose()
+
+
+@in_loop
+async def test_the_monitor_acts_on_a_line_up_to_ten_seconds_old() -> None:
+    clock = FakeClock()
+    stats = _Stats(running=80, waiting=300)
+    sem = await _open(clock, stats)
+    await clock.advance(40.5)              # lines read at t = 0, 10, 20, 30, 40
+    stats.line = LogLine(running=70, waiting=0)   # the server drains just after a line
+    await clock.advance(9.0)               # t = 49.5: the monitor still sees 300 waiting
+    assert _started(sem) == ["g0"]
+    await clock.advance(1.0)               # t = 50.5: the line at t = 50 shows it
+    assert _started(sem) == ["g0", "g1"]
+    await sem.aclose()
+
+
+@in_loop
+async def test_finished_workers_hand_their_token_on_so_admission_ratchets_up() -> None:
+    clock = FakeClock()
+    stats = _Stats(running=70, waiting=0)
+    sem = await _open(clock, stats, groups=6)
+    stats.line = LogLine(running=60, waiting=0)
+    await clock.advance(31.0)               # monitor release: g1 joins g0
+    assert _started(sem) == ["g0", "g1"]
+    sem.group_done("g0")                    # finally: release() -> g2 starts at once
+    await settle()
+    assert _started(sem) == ["g0", "g1", "g2"]
+    stats.line = LogLine(running=50, waiting=0)
+    await clock.advance(31.0)               # another monitor release: g3
+    assert _started(sem) == ["g0", "g1", "g2", "g3"]
+    # One group finished, three run at once: each monitor release added a worker for good.
+    done = {"g0"}
+    active = [g for g in _started(sem) if g not in done]
+    assert active == ["g1", "g2", "g3"]
+    assert sum(1 for e in sem.events if e.kind == "monitor_release") == 2
+    sem.group_done("g1")                    # and the count never comes back down
+    await settle()
+    assert _started(sem)[-1] == "g4" and sem.semaphore_value == 0
+    await sem.aclose()
+
+
+@in_loop
+async def test_without_the_finally_release_a_finished_group_frees_nothing() -> None:
+    clock = FakeClock()
+    stats = _Stats(running=70, waiting=0)
+    sem = await _open(clock, stats, release_on_finish=False)
+    sem.group_done("g0")
+    await settle()
+    assert _started(sem) == ["g0"]
+    await sem.aclose()
+
+
+async def _event_trace(serialize: bool) -> list[tuple[float, str]]:
+    clock = FakeClock()
+    stats = _Stats(running=80, waiting=300)
+    sem = await _open(clock, stats, groups=8, serialize_release=serialize)
+    script = [(35.0, 70, 4), (40.0, 90, 100), (50.0, 60, 0), (40.0, 40, 0), (35.0, 30, 0)]
+    for step, (advance, running, waiting) in enumerate(script):
+        stats.line = LogLine(running, waiting)
+        await clock.advance(advance)
+        if step == 2:
+            sem.group_done("g0")
+            await settle()
+    await sem.aclose()
+    return [(e.at, e.kind) for e in sem.events]
+
+
+@in_loop
+async def test_the_pr316_lock_changes_no_decision() -> None:
+    plain, locked = await _event_trace(False), await _event_trace(True)
+    assert plain == locked
+    assert sum(1 for _, kind in plain if kind == "monitor_release") >= 2
+
+
+@in_loop
+async def test_no_limit_admits_every_page_at_once() -> None:
+    admission = NoLimit()
+    gate = asyncio.Event()
+
+    async def page() -> None:
+        async with admission.slot("g"):
+            await gate.wait()
+
+    tasks = [asyncio.create_task(page()) for _ in range(500)]
+    await settle()
+    assert admission.snapshot()["in_flight"] == 500
+    gate.set()
+    await asyncio.gather(*tasks)
+    assert admission.snapshot()["outcomes"]["ok"] == 500
+
+
+# ------------------------------------------------------------------ synthetic pages, scoring
+
+
+@in_loop
+async def test_synthetic_pages_have_a_real_size_and_their_own_digest() -> None:
+    renderer = SyntheticRenderer()
+    groups = synthetic_groups(pages=10, group_pages=4)
+    assert [g.document.page_count for g in groups] == [4, 4, 2]
+    pngs = [
+        (await renderer.render(g.document.data, i, rotation=0, password=None)).png
+        for g in groups
+        for i in range(g.document.page_count)
+    ]
+    assert len({hashlib.sha1(p).digest() for p in pngs}) == 10
+    assert all(png_size(p) == (996, 1288) for p in pngs)
+    assert Image.open(io.BytesIO(pngs[0])).size == (996, 1288)  # chunk CRCs are valid
+    assert prompt_tokens(996, 1288, 557) > 1_700
+    with pytest.raises(ValueError):
+        tag_png(b"not a png", "x")
+
+
+def test_crashed_runs_are_scored_on_the_whole_workload() -> None:
+    finished = {"crashed": 0, "timed_out": False, "pages_per_s": 0.9, "pages_done": 100, "elapsed_s": 111.0}
+    assert utilization(finished, 1.0, 100) == pytest.approx(0.9)
+    # 500 of 2000 pages at full speed before dying at t = 400: a quarter of the job.
+    crashed = {"crashed": 1, "timed_out": False, "pages_per_s": 1.25, "pages_done": 500, "elapsed_s": 400.0}
+    assert utilization(crashed, 1.0, 2000) == pytest.approx(0.25)
+    slow = {"crashed": 0, "timed_out": True, "pages_per_s": 0.2, "pages_done": 600, "elapsed_s": 3000.0}
+    assert utilization(slow, 1.0, 2000) == pytest.approx(0.2)
+
+
+def test_steady_rate_ignores_ramp_up_and_drain() -> None:
+    times = [float(t) for t in range(100)] + [500.0] * 5   # a long tail at the end
+    assert steady_rate(times) == pytest.approx(1.0, rel=0.05)
+    assert steady_rate([1.0, 2.0]) is None
+
+
+# ------------------------------------------------------------------ the whole benchmark
+
+
+@pytest.mark.slow
+def test_ci_benchmark_reports_every_key_and_none_crashes_while_the_gate_does_not(
+    tmp_path: Path,
+) -> None:
+    args = argparse.Namespace(
+        profile="ci", pages=160, seed=1, time_scale=None, group_pages=None,
+        strategies=",".join(STRATEGIES), json=None, plot=None,
+    )
+    report = run_benchmark(args, log=lambda *_: None)
+    (tmp_path / "ci.json").write_text(json.dumps(report))
+    assert set(report["strategies"]) == set(STRATEGIES)
+    for name, run in report["strategies"].items():
+        missing = [k for k in REPORT_KEYS if k not in run]
+        assert not missing, f"{name} lacks {missing}"
+    none, gate = report["strategies"]["none"], report["strategies"]["pagegate"]
+    assert none["crashes"] == 1 and none["pages_done"] < 160
+    assert gate["crashes"] == 0 and gate["pages_done"] == 160
+    assert report["ideal"]["crashes"] == 0 and report["saturated"]["concurrency"] == 8

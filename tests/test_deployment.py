@@ -1,0 +1,202 @@
+"""prefect.yaml end to end: deploy, a worker on the `gpu` pool, a run, a retry through the API.
+
+Everything is real and out of process: the session's Prefect API, `prefect work-pool
+create`, `prefect deploy --all`, `prefect worker start --pool gpu`, the run triggered
+with `prefect deployment run 'ocr-pdfs/nightly' --param ...` (the form the README
+documents), the simulator, and moto's S3 server for sources and workspace. The worker's
+flow-run subprocess inherits the test's AWS_* variables, as a production worker would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from pagegate import samples
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
+
+REPO = Path(__file__).resolve().parents[1]
+RUN_TIMEOUT_S = 120.0
+
+
+def prefect_env(home: Path) -> dict[str, str]:
+    from prefect.settings import PREFECT_API_URL
+
+    return {
+        **os.environ,
+        "PREFECT_API_URL": str(PREFECT_API_URL.value()),
+        "PREFECT_HOME": str(home),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PWD": str(REPO),  # prefect.yaml's pull step is "{{ $PWD }}", filled in at deploy time
+        # a short poll so the worker picks the run up within a second, not the default 10 s
+        "PREFECT_WORKER_QUERY_SECONDS": "1",
+        "PREFECT_WORKER_PREFETCH_SECONDS": "5",
+    }
+
+
+def prefect_cli(env: dict[str, str], *args: str, timeout: float = 120) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "prefect", "--no-prompt", *args],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout,
+    )
+    assert proc.returncode == 0, f"prefect {' '.join(args)}:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+@pytest.fixture
+def worker(tmp_path: Path, s3_env: str) -> Iterator[tuple[dict[str, str], IO[bytes]]]:
+    """The pool, the deployments and a worker process; the worker is stopped at teardown."""
+    env = prefect_env(tmp_path / "prefect-home")
+    prefect_cli(env, "work-pool", "create", "gpu", "--type", "process", "--overwrite")
+    out = prefect_cli(env, "deploy", "--all")
+    for name in ("ocr-pdfs/nightly", "ocr-pdfs/shard", "reprocess"):
+        assert name in out, out
+    with tempfile.TemporaryFile() as log:  # a file, never a pipe the worker could fill up
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "prefect", "worker", "start", "--pool", "gpu", "--name", "gpu-test"],
+            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )
+        try:
+            yield env, log
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+def log_tail(log: IO[bytes]) -> str:
+    log.seek(0)
+    return log.read().decode(errors="replace")[-4000:]
+
+
+async def wait_final(flow_run_id: str, log: IO[bytes], *, runs: int = 1) -> Any:
+    """Poll the API until the run is final with run_count >= `runs` (the worker runs it)."""
+    from prefect.client.orchestration import get_client
+
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    async with get_client() as client:
+        while time.monotonic() < deadline:
+            run = await client.read_flow_run(flow_run_id)
+            if run.state is not None and run.state.is_final() and run.run_count >= runs:
+                return run
+            await asyncio.sleep(0.5)  # polling the API for a state, not waiting for an effect
+    raise AssertionError(f"flow run {flow_run_id} not final in {RUN_TIMEOUT_S} s:\n{log_tail(log)}")
+
+
+async def force_retry(flow_run_id: str) -> None:
+    """What the UI's Retry button does: force the failed run to AwaitingRetry."""
+    from prefect.client.orchestration import get_client
+    from prefect.states import AwaitingRetry
+
+    async with get_client() as client:
+        result = await client.set_flow_run_state(flow_run_id, AwaitingRetry(), force=True)
+        assert result.state is not None and result.state.name == "AwaitingRetry"
+
+
+async def run_artifacts(flow_run_id: str) -> dict[str, Any]:
+    """The newest artifact of each key created by the flow run."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+    from prefect.client.schemas.sorting import ArtifactSort
+
+    async with get_client() as client:
+        artifacts = await client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id])),
+            sort=ArtifactSort.CREATED_DESC,
+        )
+    newest: dict[str, Any] = {}
+    for artifact in artifacts:
+        newest.setdefault(artifact.key, artifact)
+    return newest
+
+
+def requests_served(metrics_url: str) -> float:
+    text = httpx.get(metrics_url, timeout=10).text
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "vllm:request_success_total"
+    )
+
+
+def test_nightly_deployment_runs_on_a_worker_and_a_retry_redoes_only_the_failed_pdf(
+    worker: tuple[dict[str, str], IO[bytes]], s3_bucket: str, s3_client: Any, start_sim: Any
+) -> None:
+    env, log = worker
+    for i in range(3):
+        s3_client.put_object(
+            Bucket=s3_bucket, Key=f"incoming/d{i}.pdf", Body=samples.text_pdf(2, title=f"D{i}", seed=i)
+        )
+    # Not a PDF yet: it fails with not_a_pdf; the operator fixes the upload, then retries.
+    s3_client.put_object(Bucket=s3_bucket, Key="incoming/late.pdf", Body=b"upload in progress")
+    sim = start_sim(profile="ci")
+    workspace = f"s3://{s3_bucket}/ocr-out"
+
+    out = prefect_cli(
+        env, "deployment", "run", "ocr-pdfs/nightly",
+        "--param", f'sources=["s3://{s3_bucket}/incoming/"]',
+        "--param", f"workspace={workspace}",
+        "--param", f"server_url={sim.base_url}",
+    )
+    match = re.search(r"UUID: ([0-9a-f-]{36})", out)
+    assert match, out
+    flow_run_id = match.group(1)
+
+    first = asyncio.run(wait_final(flow_run_id, log))
+
+    assert first.state.is_failed(), f"{first.state}\n{log_tail(log)}"
+    assert "late.pdf" in (first.state.message or "")
+    assert first.deployment_id is not None
+    listed = s3_client.list_objects_v2(Bucket=s3_bucket, Prefix="ocr-out/")["Contents"]
+    keys = {o["Key"] for o in listed}
+    assert sum(k.startswith("ocr-out/results/") for k in keys) == 3
+    assert sum(k.startswith("ocr-out/ledger/") for k in keys) == 1
+    served_before = requests_served(sim.metrics_url)
+    assert served_before == 3 * 2
+
+    # The operator's view of the run: progress at 100 %, the summary, its chart, the failures.
+    artifacts = asyncio.run(run_artifacts(flow_run_id))
+    progress = artifacts["ocr-progress"]
+    assert float(progress.data) == 100.0
+    assert progress.description.startswith("7/7 pages (100%)")  # 3 x 2 pages + late.pdf (1)
+    summary = artifacts["ocr-run-summary"].data
+    assert "| pages | 6 |" in summary and "| gate releases / pauses |" in summary
+    chart_uri = f"s3://{s3_bucket}/ocr-out/runs/{flow_run_id}/chart.png"
+    assert chart_uri in summary
+    link = re.search(r"\]\((http[^)]+)\)", summary)
+    assert link, summary
+    assert httpx.get(link.group(1), timeout=10).content[:8] == b"\x89PNG\r\n\x1a\n"
+    failed = artifacts["ocr-failed-pdfs"].data
+    assert "late.pdf" in failed and "not_a_pdf" in failed
+
+    s3_client.put_object(
+        Bucket=s3_bucket, Key="incoming/late.pdf", Body=samples.text_pdf(3, title="Late")
+    )
+    asyncio.run(force_retry(flow_run_id))
+    second = asyncio.run(wait_final(flow_run_id, log, runs=2))
+
+    assert second.state.is_completed(), f"{second.state}\n{log_tail(log)}"
+    assert second.id == first.id and second.run_count == 2
+    # only the 3 pages of the PDF that had failed went to the server again
+    assert requests_served(sim.metrics_url) - served_before == 3
+    listed = s3_client.list_objects_v2(Bucket=s3_bucket, Prefix="ocr-out/")["Contents"]
+    keys = {o["Key"] for o in listed}
+    assert sum(k.startswith("ocr-out/results/") for k in keys) == 4
+    assert not any(k.startswith("ocr-out/ledger/") for k in keys)
