@@ -35,6 +35,7 @@ from pagegate.outcomes import GroupOutcome, PdfOutcome, RunTotals
 from pagegate.pending import PendingPlan
 from pagegate.planning import Group
 from pagegate.run_context import open_run_context
+from pagegate.server.managed import managed_server_config, open_run_server
 from pagegate.summary import failure_rows, summary_markdown
 from tasks.admission_block import AdmissionGate
 from tasks.admission_factory import open_admission
@@ -68,6 +69,7 @@ async def ocr_pdfs(
     server_unavailable_after_seconds: float = 1800.0,
     s3_retry_mode: str = "standard",
     result_storage: str | None = None,
+    launch_server: dict[str, Any] | None = None,
 ) -> State[Any]:
     """OCR PDFs from S3 or disk into Dolma JSONL in WORKSPACE.
 
@@ -98,6 +100,9 @@ async def ocr_pdfs(
         s3_retry_mode: botocore retry mode for S3, "standard" or "adaptive".
         result_storage: where task results persist for retries: s3://bucket/prefix, a
             local path, or a saved block "type/name"; empty: Prefect's default.
+        launch_server: launch and supervise a vLLM server for this run instead of using
+            server_url, e.g. {"model": "allenai/olmOCR-2-7B-1025-FP8", "port": 8000,
+            "hang_after_seconds": 180, "restart_budget": 5} (pagegate/server/managed.py).
     """
     config = RunConfig(
         sources=tuple(sources),
@@ -120,6 +125,7 @@ async def ocr_pdfs(
         server_unavailable_after_seconds=server_unavailable_after_seconds,
         s3_retry_mode=s3_retry_mode,
         run_id=flow_run.get_id(),
+        managed_server=managed_server_config(launch_server) if launch_server else None,
     )
     storage = await resolve_result_storage(result_storage)
     planner = plan_pending_task.with_options(result_storage=storage) if storage else plan_pending_task
@@ -167,6 +173,8 @@ async def execute_plan(
     clock = MonotonicClock()
     async with (
         httpx.AsyncClient(limits=httpx.Limits(max_connections=None, max_keepalive_connections=64)) as http,
+        # A launched server is started and supervised here; config then points at it.
+        open_run_server(config, http=http, clock=clock) as config,
         open_admission(config, http=http, clock=clock) as admission,
         open_run_context(config, admission, http=http, clock=clock) as ctx,
         open_run_monitor(ctx, groups) as monitor,

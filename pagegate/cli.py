@@ -40,6 +40,10 @@ def _prefect_env() -> None:
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "pagegate")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     logging.getLogger("pypdf").setLevel(logging.ERROR)
+    # Prefect gives extra loggers its handlers but not a level (root: WARNING); a launched
+    # server's output and the watchdog's notes are INFO and belong in the run log.
+    for name in ("pagegate.vllm", "pagegate.server"):
+        logging.getLogger(name).setLevel(logging.INFO)
 
 
 def _gate_overrides(
@@ -98,6 +102,22 @@ UnavailableAfterOpt = Annotated[float, typer.Option("--server-unavailable-after"
 S3RetryModeOpt = Annotated[str, typer.Option(help="botocore retry mode for S3: standard or adaptive.")]
 ResultStorageOpt = Annotated[str | None, typer.Option(help="Where task results persist for retries: s3://bucket/prefix, a path, or a block type/name.")]
 
+# Options of a server pagegate launches itself (`run --model MODEL` without --server).
+_LAUNCH = "Launched server: "
+VllmCommandOpt = Annotated[str | None, typer.Option(help=_LAUNCH + "command line, {model} marks the model (default: vllm serve {model}).")]
+VllmPortOpt = Annotated[int | None, typer.Option(help=_LAUNCH + "port (default 8000).")]
+ServedNameOpt = Annotated[str | None, typer.Option(help=_LAUNCH + "served model name (default olmocr).")]
+GpuMemOpt = Annotated[float | None, typer.Option(help=_LAUNCH + "vLLM --gpu-memory-utilization.")]
+MaxModelLenOpt = Annotated[int | None, typer.Option(help=_LAUNCH + "vLLM --max-model-len.")]
+TpOpt = Annotated[int | None, typer.Option(help=_LAUNCH + "vLLM --tensor-parallel-size.")]
+DpOpt = Annotated[int | None, typer.Option(help=_LAUNCH + "vLLM --data-parallel-size.")]
+MaxNumSeqsOpt = Annotated[int | None, typer.Option(help=_LAUNCH + "vLLM --max-num-seqs.")]
+LimitMmOpt = Annotated[str | None, typer.Option(help=_LAUNCH + 'vLLM --limit-mm-per-prompt (default {"video": 0}).')]
+VllmArgOpt = Annotated[list[str] | None, typer.Option(help=_LAUNCH + "extra argument passed verbatim (repeatable; --vllm-arg=--enforce-eager).")]
+HangAfterOpt = Annotated[float | None, typer.Option(help=_LAUNCH + "restart when work waits and no token is generated for this many seconds (default 180).")]
+RestartBudgetOpt = Annotated[int | None, typer.Option(help=_LAUNCH + "restarts allowed at once (default 5).")]
+RestartRefillOpt = Annotated[float | None, typer.Option(help=_LAUNCH + "seconds to earn one restart back (default 600).")]
+
 
 def _robustness_params(
     max_pages_per_pdf: int | None,
@@ -127,8 +147,8 @@ def _robustness_params(
 def run(
     sources: Annotated[list[str], typer.Argument(help="s3://bucket/prefix, globs, folders, files, or .txt lists.")],
     workspace: Annotated[str, typer.Option(help="Output location: local folder or s3://bucket/prefix.")],
-    server: Annotated[str, typer.Option(help="OpenAI base URL of the vLLM server.")] = "http://127.0.0.1:8000/v1",
-    model: Annotated[str, typer.Option(help="Served model name sent with each request.")] = "olmocr",
+    server: Annotated[str | None, typer.Option(help="OpenAI base URL of an external vLLM server (default http://127.0.0.1:8000/v1 unless --model launches one).")] = None,
+    model: Annotated[str | None, typer.Option(help="With --server: its served model name (default olmocr). Without: launch and supervise `vllm serve MODEL`.")] = None,
     pages_per_group: Annotated[int, typer.Option(help="Target pages per group task.")] = 500,
     workers: Annotated[int, typer.Option(help="Group tasks at once.")] = 20,
     max_concurrent_requests: Annotated[int, typer.Option(help="Requests in flight when the gate is off.")] = 1600,
@@ -149,13 +169,39 @@ def run(
     server_unavailable_after: UnavailableAfterOpt = 1800.0,
     s3_retry_mode: S3RetryModeOpt = "standard",
     result_storage: ResultStorageOpt = None,
+    vllm_command: VllmCommandOpt = None,
+    vllm_port: VllmPortOpt = None,
+    served_model_name: ServedNameOpt = None,
+    gpu_memory_utilization: GpuMemOpt = None,
+    max_model_len: MaxModelLenOpt = None,
+    tensor_parallel_size: TpOpt = None,
+    data_parallel_size: DpOpt = None,
+    max_num_seqs: MaxNumSeqsOpt = None,
+    limit_mm_per_prompt: LimitMmOpt = None,
+    vllm_arg: VllmArgOpt = None,
+    hang_after: HangAfterOpt = None,
+    restart_budget: RestartBudgetOpt = None,
+    restart_refill: RestartRefillOpt = None,
 ) -> None:
     """OCR PDFs into Dolma JSONL as a Prefect flow run; exits 1 if any PDF failed."""
+    from pagegate.server.run_target import run_target_params
+
+    launch = {
+        "command": vllm_command, "port": vllm_port, "served_model_name": served_model_name,
+        "gpu_memory_utilization": gpu_memory_utilization, "max_model_len": max_model_len,
+        "tensor_parallel_size": tensor_parallel_size, "data_parallel_size": data_parallel_size,
+        "max_num_seqs": max_num_seqs, "limit_mm_per_prompt": limit_mm_per_prompt,
+        "extra_args": tuple(vllm_arg or ()), "hang_after_seconds": hang_after,
+        "restart_budget": restart_budget, "restart_refill_seconds": restart_refill,
+    }
+    try:
+        target = run_target_params(server, model, launch)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
     ok, summary = run_flow(
         sources=list(sources),
         workspace=workspace,
-        server_url=server,
-        model=model,
+        **target,
         pages_per_group=pages_per_group,
         workers=workers,
         max_concurrent_requests=max_concurrent_requests,

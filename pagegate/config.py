@@ -7,6 +7,10 @@ library below never reads the environment or argv itself.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pagegate.server.managed import ManagedServerConfig
 
 S3_RETRY_MODES: tuple[str, ...] = ("standard", "adaptive", "legacy")  # botocore's retry modes
 
@@ -41,6 +45,7 @@ class RunConfig:
     gate_block: str | None = None             # name of a saved AdmissionGate block
     gate_overrides: dict[str, float | int | bool] = field(default_factory=dict)
     use_gate: bool = True
+    managed_server: ManagedServerConfig | None = None  # launch and supervise vLLM; server_url then follows it
 
     def __post_init__(self) -> None:
         if not self.sources:

@@ -1,0 +1,1 @@
+"""Running and supervising the vLLM server ourselves: launch settings, launcher, watchdog."""

@@ -1,0 +1,225 @@
+"""`vllm serve` as a managed child process: start, wait until ready, warm up, stop.
+
+Readiness is checked the way olmOCR does it (GET /v1/models until the model is listed,
+shared notes olmocr.md §5) plus vLLM's /health (200 once the engine is up, 503 when it
+died; peers-vllm.md). Then one tiny page goes through the normal chat request, so the
+first real pages do not pay for CUDA graph capture and the image processor's first use.
+
+The server runs in its own process group: vLLM starts engine-core and worker children,
+and a stop must reach them all, or a restarted server finds the GPU still taken. Its
+merged stdout/stderr is read line by line into the `pagegate.vllm` logger, which the CLI
+routes into the Prefect run log (PREFECT_LOGGING_EXTRA_LOGGERS=pagegate).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import io
+import logging
+import os
+import signal
+from typing import Any
+
+import httpx
+from PIL import Image
+
+from pagegate.clock import Clock, MonotonicClock
+from pagegate.errors import PagegateError
+from pagegate.profiles import get_profile
+from pagegate.server.settings import VllmSettings, vllm_argv
+from pagegate.vlm import build_chat_request
+
+SERVER_LOG = logging.getLogger("pagegate.vllm")
+log = logging.getLogger("pagegate.server")
+
+LINE_LIMIT = 1 << 20  # longer output lines are logged in pieces, never left in the pipe
+WARMUP_MAX_TOKENS = 16  # enough to run the whole pipeline once, short enough to be quick
+
+
+class ServerLaunchError(PagegateError):
+    """The server exited or never became ready; the message carries its last log lines."""
+
+
+def warmup_png(side: int = 64) -> bytes:
+    """A small blank page (at least 28 px a side, the vision tower's patch merge size)."""
+    buffer = io.BytesIO()
+    Image.new("RGB", (side, side), "white").save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def models_listed(body: Any) -> set[str]:
+    """Model ids in a /v1/models answer (OpenAI's {"data": [{"id": ...}]}); empty if malformed."""
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list):
+        return set()
+    return {card["id"] for card in data if isinstance(card, dict) and isinstance(card.get("id"), str)}
+
+
+class VllmLauncher:
+    """One server process at a time; `start()` returns once it is ready and warmed up."""
+
+    def __init__(
+        self,
+        settings: VllmSettings,
+        *,
+        http: httpx.AsyncClient,
+        clock: Clock | None = None,
+        profile: str = "olmocr-2",
+        ready_timeout_seconds: float = 1200.0,
+        stop_timeout_seconds: float = 10.0,
+        probe_timeout_seconds: float = 10.0,
+    ) -> None:
+        self.settings = settings
+        self._http = http
+        self._clock: Clock = clock or MonotonicClock()
+        self._profile = get_profile(profile)
+        self._ready_timeout = ready_timeout_seconds
+        self._stop_timeout = stop_timeout_seconds
+        self._probe_timeout = probe_timeout_seconds
+        self._process: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._tail: collections.deque[str] = collections.deque(maxlen=40)
+        self.starts = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.returncode is None
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.returncode if self._process is not None else None
+
+    def log_tail(self) -> str:
+        return "\n".join(self._tail)
+
+    async def start(self) -> None:
+        """Launch, wait for readiness and warm up; ServerLaunchError if it cannot be had."""
+        if self.alive:
+            raise RuntimeError("the server is already running")
+        argv = vllm_argv(self.settings)
+        log.info("starting server: %s", " ".join(argv))
+        self._tail.clear()
+        try:
+            self._process = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+                limit=LINE_LIMIT,
+            )
+        except OSError as exc:
+            raise ServerLaunchError(f"cannot run {argv[0]!r}: {exc}") from exc
+        self.starts += 1
+        self._reader = asyncio.create_task(self._stream_output(self._process))
+        try:
+            await self._wait_ready()
+            await self._warm_up()
+        except BaseException:
+            await self.stop()
+            raise
+        log.info("server ready on %s (pid %s)", self.settings.base_url, self.pid)
+
+    async def restart(self) -> None:
+        await self.stop()
+        await self.start()
+
+    async def stop(self) -> None:
+        """SIGTERM to the whole process group, then SIGKILL after the grace time."""
+        process = self._process
+        if process is not None and process.returncode is None:
+            self._signal(process, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(process.wait(), self._stop_timeout)
+            except TimeoutError:
+                log.warning("server ignored SIGTERM for %.0f s; killing it", self._stop_timeout)
+                self._signal(process, signal.SIGKILL)
+                await process.wait()
+        elif process is not None:
+            # The leader is gone (crash, kill -9); its children may not be.
+            self._signal(process, signal.SIGKILL)
+        if self._reader is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+            self._reader = None
+
+    @staticmethod
+    def _signal(process: asyncio.subprocess.Process, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, sig)
+
+    async def _stream_output(self, process: asyncio.subprocess.Process) -> None:
+        """Drain the server's output until it closes: a full pipe would block the server."""
+        stream = process.stdout
+        assert stream is not None
+        while True:
+            try:
+                raw = await stream.readline()
+            except ValueError:  # a line over LINE_LIMIT: take what is buffered as a piece
+                raw = await stream.read(LINE_LIMIT)
+            if not raw:
+                return
+            line = raw.decode(errors="replace").rstrip()
+            if line:
+                self._tail.append(line)
+                SERVER_LOG.info("%s", line)
+
+    async def _output_drained(self, limit_seconds: float = 5.0) -> None:
+        """Let the reader take the last lines of an exited server (for the error message)."""
+        if self._reader is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._reader), limit_seconds)
+
+    async def _wait_ready(self) -> None:
+        deadline = self._clock.now() + self._ready_timeout
+        root = self.settings.root_url
+        name = self.settings.served_model_name
+        while True:
+            if not self.alive:
+                await self._output_drained()
+                raise ServerLaunchError(
+                    f"server exited with status {self.returncode} before it was ready:\n"
+                    f"{self.log_tail()}"
+                )
+            if await self._is_ready(root, name):
+                return
+            if self._clock.now() >= deadline:
+                raise ServerLaunchError(
+                    f"server not ready within {self._ready_timeout:.0f} s:\n{self.log_tail()}"
+                )
+            await self._clock.sleep(0.2)
+
+    async def _is_ready(self, root: str, name: str) -> bool:
+        try:
+            health = await self._http.get(f"{root}/health", timeout=self._probe_timeout)
+            if health.status_code != 200:
+                return False
+            models = await self._http.get(f"{root}/v1/models", timeout=self._probe_timeout)
+        except httpx.TransportError:
+            return False
+        return models.status_code == 200 and name in models_listed(models.json())
+
+    async def _warm_up(self) -> None:
+        body = build_chat_request(
+            self._profile, model=self.settings.served_model_name, image_png=warmup_png(),
+            temperature=0.0,
+        )
+        body["max_tokens"] = WARMUP_MAX_TOKENS
+        started = self._clock.now()
+        try:
+            response = await self._http.post(
+                f"{self.settings.base_url}/chat/completions", json=body, timeout=self._ready_timeout
+            )
+        except httpx.HTTPError as exc:
+            raise ServerLaunchError(f"warm-up request failed: {exc!r}") from exc
+        if response.status_code != 200:
+            raise ServerLaunchError(
+                f"warm-up request answered HTTP {response.status_code}: {response.text[:200]}"
+            )
+        log.info("warm-up request answered in %.2f s", self._clock.now() - started)

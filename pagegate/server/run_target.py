@@ -1,0 +1,41 @@
+"""Which server a run talks to, from the command line's --server and --model.
+
+- `--server URL`: an external server; --model is its served name (default "olmocr").
+- no --server, `--model MODEL`: launch `vllm serve MODEL` (or --vllm-command) and
+  supervise it; requests use its served name.
+- neither: the default external server on 127.0.0.1:8000, served name "olmocr".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+DEFAULT_SERVER_URL = "http://127.0.0.1:8000/v1"
+DEFAULT_SERVED_NAME = "olmocr"
+
+
+def run_target_params(
+    server: str | None, model: str | None, launch: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Flow parameters (server_url, model, launch_server) for the run's server.
+
+    `launch` holds the launch-only settings (launch_server names); unset ones are None
+    and left out, so the launcher's defaults apply. Given with --server they are an
+    error rather than silently ignored.
+    """
+    chosen = {k: v for k, v in launch.items() if v is not None and v != ()}
+    if server is not None:
+        if chosen:
+            raise ValueError(
+                f"{', '.join(sorted(chosen))} only apply to a launched server (drop --server)"
+            )
+        return {"server_url": server, "model": model or DEFAULT_SERVED_NAME, "launch_server": None}
+    if model is None:
+        if chosen:
+            raise ValueError("launching a server needs --model")
+        return {"server_url": DEFAULT_SERVER_URL, "model": DEFAULT_SERVED_NAME,
+                "launch_server": None}
+    served = chosen.get("served_model_name", DEFAULT_SERVED_NAME)
+    return {"server_url": DEFAULT_SERVER_URL, "model": served,
+            "launch_server": {"model": model, **chosen}}

@@ -1,0 +1,116 @@
+"""Launch settings (pure, table-driven): the argv, the run target, the flow parameter."""
+
+from __future__ import annotations
+
+import pytest
+
+from pagegate.server.managed import managed_server_config
+from pagegate.server.run_target import run_target_params
+from pagegate.server.settings import VllmSettings, vllm_argv
+from pagegate.server.watchdog import WatchLimits
+
+BASE = ["--host", "127.0.0.1", "--port", "8000", "--served-model-name", "olmocr",
+        "--limit-mm-per-prompt", '{"video": 0}']
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        (VllmSettings("allenai/olmOCR-2-7B-1025-FP8"),
+         ["vllm", "serve", "allenai/olmOCR-2-7B-1025-FP8", *BASE]),
+        (VllmSettings("m", command="python -m pagegate.sim", limit_mm_per_prompt=None),
+         ["python", "-m", "pagegate.sim", "--host", "127.0.0.1", "--port", "8000",
+          "--served-model-name", "olmocr"]),
+        (VllmSettings("m", command="python -m pagegate.sim", limit_mm_per_prompt=""),
+         ["python", "-m", "pagegate.sim", "--host", "127.0.0.1", "--port", "8000",
+          "--served-model-name", "olmocr"]),
+        (VllmSettings("m", command="/opt/venv/bin/vllm serve {model} --trust-remote-code"),
+         ["/opt/venv/bin/vllm", "serve", "m", "--trust-remote-code", *BASE]),
+        (VllmSettings("m", port=30024, host="0.0.0.0", served_model_name="ocr",
+                      gpu_memory_utilization=0.85, max_model_len=16384, tensor_parallel_size=2,
+                      data_parallel_size=4, max_num_seqs=256, limit_mm_per_prompt=None,
+                      extra_args=("--max-num-batched-tokens", "8192", "--enforce-eager")),
+         ["vllm", "serve", "m", "--host", "0.0.0.0", "--port", "30024",
+          "--served-model-name", "ocr", "--gpu-memory-utilization", "0.85",
+          "--max-model-len", "16384", "--tensor-parallel-size", "2",
+          "--data-parallel-size", "4", "--max-num-seqs", "256",
+          "--max-num-batched-tokens", "8192", "--enforce-eager"]),
+        (VllmSettings("my model", command="'my vllm' serve {model}"),
+         ["my vllm", "serve", "my model", *BASE]),
+    ],
+    ids=["olmocr-defaults", "simulator-no-model", "empty-mm-limit-dropped", "model-mid-command", "every-setting", "quoting"],
+)
+def test_argv(settings: VllmSettings, expected: list[str]) -> None:
+    assert vllm_argv(settings) == expected
+
+
+@pytest.mark.parametrize(
+    ("host", "base_url"),
+    [("127.0.0.1", "http://127.0.0.1:9000/v1"), ("0.0.0.0", "http://127.0.0.1:9000/v1"),
+     ("gpu-7", "http://gpu-7:9000/v1")],
+)
+def test_base_url_is_reachable_from_this_host(host: str, base_url: str) -> None:
+    assert VllmSettings("m", host=host, port=9000).base_url == base_url
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"model": ""}, {"command": "  "}, {"port": 0}, {"port": 70000},
+     {"gpu_memory_utilization": 0.0}, {"gpu_memory_utilization": 1.5},
+     {"max_model_len": 0}, {"tensor_parallel_size": 0}, {"data_parallel_size": 0},
+     {"max_num_seqs": 0}],
+)
+def test_invalid_settings_are_refused(bad: dict[str, object]) -> None:
+    values: dict[str, object] = {"model": "m", **bad}
+    with pytest.raises(ValueError):
+        VllmSettings(**values)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("server", "model", "launch", "expected"),
+    [
+        ("http://gpu:8000/v1", None, {"port": None},
+         {"server_url": "http://gpu:8000/v1", "model": "olmocr", "launch_server": None}),
+        ("http://gpu:8000/v1", "ocr", {},
+         {"server_url": "http://gpu:8000/v1", "model": "ocr", "launch_server": None}),
+        (None, None, {"port": None, "extra_args": ()},
+         {"server_url": "http://127.0.0.1:8000/v1", "model": "olmocr", "launch_server": None}),
+        (None, "allenai/olmOCR-2-7B-1025-FP8", {"port": 9000, "max_num_seqs": None},
+         {"server_url": "http://127.0.0.1:8000/v1", "model": "olmocr",
+          "launch_server": {"model": "allenai/olmOCR-2-7B-1025-FP8", "port": 9000}}),
+        (None, "m", {"served_model_name": "ocr", "extra_args": ("--enforce-eager",)},
+         {"server_url": "http://127.0.0.1:8000/v1", "model": "ocr",
+          "launch_server": {"model": "m", "served_model_name": "ocr",
+                            "extra_args": ("--enforce-eager",)}}),
+    ],
+    ids=["external", "external-named", "default", "launch", "launch-named"],
+)
+def test_run_target(server: str | None, model: str | None, launch: dict[str, object],
+                    expected: dict[str, object]) -> None:
+    assert run_target_params(server, model, launch) == expected
+
+
+@pytest.mark.parametrize(
+    ("server", "model", "launch", "message"),
+    [("http://gpu:8000/v1", "m", {"command": "vllm serve {model}"}, "drop --server"),
+     (None, None, {"max_num_seqs": 8}, "needs --model")],
+)
+def test_run_target_refuses_launch_settings_without_a_launch(
+    server: str | None, model: str | None, launch: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        run_target_params(server, model, launch)
+
+
+def test_launch_server_parameter_becomes_settings() -> None:
+    config = managed_server_config({
+        "model": "m", "port": 9000, "extra_args": ["--enforce-eager"], "hang_after_seconds": 90,
+        "restart_budget": 3, "restart_refill_seconds": 60, "unresponsive_after_seconds": 20,
+        "ready_timeout_seconds": 30,
+    })
+    assert config.vllm == VllmSettings("m", port=9000, extra_args=("--enforce-eager",))
+    assert config.watchdog.limits == WatchLimits(hang_after=90, unanswered_after=20)
+    assert (config.watchdog.restart_capacity, config.watchdog.restart_refill_seconds) == (3, 60)
+    assert config.ready_timeout_seconds == 30
+    with pytest.raises(ValueError, match="unknown launch_server settings: hang_after"):
+        managed_server_config({"model": "m", "hang_after": 5})
