@@ -287,7 +287,7 @@ def test_ci_benchmark_reports_every_key_and_none_crashes_while_the_gate_does_not
     tmp_path: Path,
 ) -> None:
     args = argparse.Namespace(
-        profile="ci", pages=160, seed=1, time_scale=None, group_pages=None,
+        profile="ci", pages=160, seed=1, time_scale=None, olmocr_time_scale=None, group_pages=None,
         strategies=",".join(STRATEGIES), json=None, plot=None,
     )
     report = run_benchmark(args, log=lambda *_: None)

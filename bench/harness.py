@@ -1,0 +1,683 @@
+"""Run one admission strategy against a simulated vLLM server, over real loopback HTTP.
+
+One strategy runs in one process (`python -m bench.harness SPEC_JSON OUT_JSON`), so its
+peak RSS (`getrusage(RUSAGE_SELF).ru_maxrss`) is the client's alone. That process starts
+its own simulator as a child (`python -m pagegate.sim --time-scale F`, via
+`pagegate.sim.process.SimProcess`): on a 2-core machine the server model and uvicorn get
+one core and the client (PageOcr, httpx, the gate) the other, instead of sharing one
+GIL; and an engine death ends the server process the way vLLM's API server exits, so a
+crash is unmistakable (the port closes, /health stops answering 200).
+
+Pages go through the production path: `PageOcr` -> `Admission.slot` -> synthetic
+renderer -> `PageClient` over httpx (pool limits as flows/ocr_pdfs.py) -> simulator.
+Client and server each run a `ScaledClock(F)` of their own; the origins differ (one per
+process), so only durations measured on the client's clock are compared. Every
+simulated-time figure in the result is on the client's clock, starting when the pages
+are handed to the admission (t = 0).
+
+A sampler reads /metrics every `sample_interval_s` (simulated) for the
+plot and the peaks; the server's gauges are exact at each read, but peaks between two
+reads are missed. A run ends when every page is back, when the server dies (crash), or
+when the simulated time budget runs out (timed out).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import re
+import resource
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.strategies import (
+    OLMOCR_MONITOR_S,
+    VLLM_LOG_INTERVAL_S,
+    LogLine,
+    NoLimit,
+    OlmocrGroupSemaphore,
+)
+from bench.synthetic import SyntheticGroup, SyntheticRenderer, synthetic_groups
+from pagegate.admission import FixedLimit, Gate, GateConfig, MetricsError, parse_vllm_metrics
+from pagegate.admission.base import Admission, Outcome, Permit, outcome_for_exception
+from pagegate.clock import Clock, ScaledClock
+from pagegate.page_client import PageClient
+from pagegate.page_ocr import PageOcr
+from pagegate.profiles import DEFAULT_PROFILE, get_profile
+from pagegate.run_stats import RunStats
+from pagegate.sim.model import ServerModel
+from pagegate.sim.process import SimProcess
+from pagegate.sim.profiles import get_server_profile
+from pagegate.sim.workload import OUTPUT_MEAN_TOKENS, TYPICAL_PROMPT_TOKENS, output_tokens
+
+STRATEGIES = ("none", "olmocr-2024", "olmocr-lock", "fixed-1600", "pagegate")
+IDEAL = "ideal"
+OLMOCR_FIXED_LIMIT = 1600  # olmOCR --max_concurrent_requests since c6c3a1d (2026-01-08)
+
+# Production client settings (pagegate/config.py RunConfig defaults), in simulated seconds.
+MAX_PAGE_ATTEMPTS = 8
+REQUEST_TIMEOUT_S = 600.0
+UNAVAILABLE_AFTER_S = 1800.0
+HTTP_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+
+SERVER_COLUMNS = ("t", "waiting", "running", "kv")
+CLIENT_COLUMNS = ("t", "in_flight", "done", "limit", "credits")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything one strategy run needs; JSON-serializable for the child process."""
+
+    strategy: str
+    profile: str
+    pages: int
+    seed: int
+    time_scale: float
+    group_pages: int
+    sample_interval_s: float
+    budget_s: float
+    concurrency: int | None = None  # the ideal closed loop's in-flight count
+
+    def __post_init__(self) -> None:
+        if self.strategy not in (*STRATEGIES, IDEAL):
+            raise ValueError(f"unknown strategy {self.strategy!r}")
+        if self.strategy == IDEAL and not self.concurrency:
+            raise ValueError("the ideal closed loop needs a concurrency")
+
+
+# ------------------------------------------------------------------ the ideal closed loop
+
+
+def kv_fitting_pages(profile_name: str) -> int:
+    """Pages whose KV fits the cache when they finish (typical prompt + mean output)."""
+    p = get_server_profile(profile_name)
+    per_page = TYPICAL_PROMPT_TOKENS + OUTPUT_MEAN_TOKENS
+    return max(1, min(p.max_num_seqs, math.floor(p.kv_tokens / per_page)))
+
+
+def workload_output_tokens(pages: int, group_pages: int, seed: int) -> list[int]:
+    """Each page's output length, in hand-over order, exactly as the simulator prices it."""
+    renderer = SyntheticRenderer()
+    return [
+        output_tokens(seed, hashlib.sha1(renderer.page_png(g.document.data, i)).hexdigest())
+        for g in synthetic_groups(pages, group_pages)
+        for i in range(g.document.page_count)
+    ]
+
+
+@dataclass(frozen=True)
+class ClosedLoop:
+    """A closed loop over the pure server model (no HTTP, no client, no clock)."""
+
+    concurrency: int
+    pages_per_s: float
+    """Whole-run rate: pages / time of the last completion (ramp-up and drain included)."""
+    steady_pages_per_s: float | None
+    """The 20-80 % completion window."""
+    preemptions: int
+
+
+def model_closed_loop(profile_name: str, concurrency: int, outputs: Sequence[int]) -> ClosedLoop | None:
+    """Keep `concurrency` of these pages in flight on the pure model; None if it dies.
+
+    Like `pagegate.sim.workload.run_closed_loop`, but with the workload's own pages
+    (their output lengths), so it is comparable page for page with the HTTP runs: on a
+    short workload the longest pages alone set the drain tail.
+    """
+    profile = get_server_profile(profile_name)
+    model = ServerModel(profile, start=0.0)
+    max_tokens = get_profile(DEFAULT_PROFILE).max_tokens
+    done: list[float] = []
+    sent = 0
+
+    def send(now: float) -> None:
+        nonlocal sent
+        model.submit(f"p{sent}", TYPICAL_PROMPT_TOKENS, outputs[sent], max_tokens, now)
+        sent += 1
+
+    for _ in range(min(concurrency, len(outputs))):
+        send(0.0)
+    while not model.crashed and len(done) < len(outputs):
+        at = model.next_event_at()
+        if at is None:
+            break
+        for finished in model.advance(at):
+            done.append(finished.finished_at)
+            if sent < len(outputs) and not model.crashed:
+                send(at)
+    if model.crashed or len(done) < len(outputs) or done[-1] <= 0:
+        return None
+    return ClosedLoop(concurrency, len(done) / done[-1], steady_rate(done),
+                      model.snapshot().preemptions_total)
+
+
+def saturated_concurrency(
+    profile_name: str, *, pages: int, group_pages: int, seed: int = 0
+) -> ClosedLoop:
+    """The in-flight count that finishes this workload soonest on the pure server model.
+
+    The sweep spans 0.8-1.2x the KV-fitting page count. The workload matters: in a long
+    run the resident set drifts towards long pages, so a count that fits the cache for
+    1,500 pages can preempt over 3,000; and on a short one the longest pages set the tail.
+    """
+    profile = get_server_profile(profile_name)
+    outputs = workload_output_tokens(pages, group_pages, seed)
+    fit = kv_fitting_pages(profile_name)
+    candidates = sorted({
+        max(1, min(profile.max_num_seqs, round(fit * f / 100))) for f in range(80, 121, 4)
+    })
+    best: ClosedLoop | None = None
+    for c in candidates:
+        loop = model_closed_loop(profile_name, c, outputs)
+        if loop is not None and (best is None or loop.pages_per_s > best.pages_per_s):
+            best = loop
+    if best is None:
+        raise RuntimeError(f"no closed loop finished on {profile_name}")
+    return best
+
+
+# ------------------------------------------------------------------ measuring admission
+
+
+class _TapPermit:
+    __slots__ = ("inner", "outcome")
+
+    def __init__(self, inner: Permit) -> None:
+        self.inner = inner
+        self.outcome: Outcome | None = None
+
+    def finish(self, outcome: Outcome) -> None:
+        self.outcome = outcome
+        self.inner.finish(outcome)
+
+
+class Metered:
+    """Wraps any Admission to count the client's in-flight requests and time them.
+
+    A permit's hold time is the page's request round trip (render is instant here), so
+    it is the latency the server imposed, queueing included.
+    """
+
+    def __init__(self, inner: Admission, clock: Clock) -> None:
+        self.inner = inner
+        self.clock = clock
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.latencies: list[float] = []
+        self.outcomes = {o.value: 0 for o in Outcome}
+        self.on_server_error: Callable[[], None] | None = None
+
+    def slot(self, group_id: str) -> AbstractAsyncContextManager[Permit]:
+        return self._slot(group_id)
+
+    @asynccontextmanager
+    async def _slot(self, group_id: str) -> AsyncIterator[Permit]:
+        async with self.inner.slot(group_id) as permit:
+            started = self.clock.now()
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            tap = _TapPermit(permit)
+            error: BaseException | None = None
+            try:
+                yield tap
+            except BaseException as exc:
+                error = exc
+                raise
+            finally:
+                self.in_flight -= 1
+                outcome = tap.outcome or outcome_for_exception(error)
+                self.outcomes[outcome.value] += 1
+                if outcome is Outcome.OK:
+                    self.latencies.append(self.clock.now() - started)
+                elif outcome is Outcome.CONTENT and self.on_server_error is not None:
+                    # A fault-free simulator answers 500 only once its engine is dead.
+                    self.on_server_error()
+
+    def snapshot(self) -> dict[str, Any]:
+        return self.inner.snapshot()
+
+
+# ------------------------------------------------------------------ strategies
+
+
+@dataclass
+class OpenStrategy:
+    admission: Admission
+    group_done: Callable[[str], None] | None = None
+    gate: Gate | None = None
+    olmocr: OlmocrGroupSemaphore | None = None
+
+
+@asynccontextmanager
+async def open_strategy(
+    spec: RunSpec, groups: Sequence[SyntheticGroup], metrics_url: str, clock: Clock
+) -> AsyncIterator[OpenStrategy]:
+    """Build the named strategy in this loop; close it (and its pollers) afterwards."""
+    name = spec.strategy
+    if name == "none":
+        yield OpenStrategy(NoLimit())
+    elif name == IDEAL:
+        assert spec.concurrency is not None
+        yield OpenStrategy(FixedLimit(spec.concurrency))
+    elif name == "fixed-1600":
+        yield OpenStrategy(FixedLimit(OLMOCR_FIXED_LIMIT))
+    elif name in ("olmocr-2024", "olmocr-lock"):
+        feed = ServerLogLine(metrics_url, clock, time_scale=spec.time_scale)
+        feed.start()
+        semaphore = OlmocrGroupSemaphore(
+            [g.group_id for g in groups], feed, clock,
+            serialize_release=(name == "olmocr-lock"),
+            # The feed prints a line every 10 s; olmOCR read each line as it arrived.
+            log_interval_seconds=OLMOCR_MONITOR_S,
+        )
+        await semaphore.start()
+        try:
+            yield OpenStrategy(semaphore, semaphore.group_done, olmocr=semaphore)
+        finally:
+            await semaphore.aclose()
+            feed.stop()
+    elif name == "pagegate":
+        # The production gate, DEFAULT config, scraping /metrics with the production poller.
+        async with Gate.for_metrics_url(GateConfig(), metrics_url, clock) as gate:
+            yield OpenStrategy(gate, gate=gate)
+    else:
+        raise ValueError(f"unknown strategy {name!r}")
+
+
+class ServerLogLine:
+    """vLLM's periodic stats line ("Running: N reqs, Waiting: M reqs"), on the server's clock.
+
+    vLLM prints it every 10 s whatever its clients are doing, and olmOCR parsed each line
+    as it arrived (olmocr.md §4). Here a thread of its own scrapes /metrics every 10
+    simulated seconds and keeps the newest line. In its own thread the line stays as
+    fresh as on a real server even while the client's event loop is busy firing a
+    500-page group: the harness scales time but not the client's CPU, so such a burst
+    stalls the loop for ~2 wall seconds, i.e. ~80 simulated seconds at 40x, and an
+    in-loop scraper would feed olmOCR's monitor lines far older than vLLM's.
+    Before the first line, olmOCR's variables were 0; so is `latest`.
+    """
+
+    def __init__(
+        self, url: str, clock: Clock, *, time_scale: float, interval_s: float = VLLM_LOG_INTERVAL_S
+    ) -> None:
+        self.url = url
+        self.clock = clock
+        self.wall_interval = interval_s / time_scale
+        self.latest = LogLine(running=0, waiting=0)
+        self.lines = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="vllm-log-line", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    async def __call__(self) -> LogLine:
+        return self.latest
+
+    def _run(self) -> None:
+        with httpx.Client(timeout=5.0) as client:
+            while not self._stop.is_set():
+                try:
+                    reading = parse_vllm_metrics(client.get(self.url).text, at=self.clock.now())
+                except (httpx.HTTPError, MetricsError):
+                    pass  # a dead or busy server prints no line
+                else:
+                    self.latest = LogLine(running=reading.running, waiting=reading.waiting)
+                    self.lines += 1
+                self._stop.wait(self.wall_interval)
+
+
+# ------------------------------------------------------------------ sampling
+
+
+def parse_sample(text: str) -> dict[str, float]:
+    """The gauges and counters the benchmark reports, from a /metrics page."""
+    wanted = {
+        "vllm:num_requests_waiting": "waiting",
+        "vllm:num_requests_running": "running",
+        "vllm:kv_cache_usage_perc": "kv",
+        "vllm:num_preemptions_total": "preemptions",
+        "pagegate_sim:recomputed_tokens_total": "recomputed_tokens",
+        "pagegate_sim:host_memory_mb": "host_memory_mb",
+        "pagegate_sim:peak_waiting": "peak_waiting",
+        "pagegate_sim:peak_kv_cache_usage_perc": "peak_kv",
+    }
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            key = wanted.get(sample.name)
+            if key is not None:
+                out[key] = out.get(key, 0.0) + float(sample.value)
+    return out
+
+
+class _GateEvents(logging.Handler):
+    """Keeps the gate's release and pause log lines with their simulated time."""
+
+    def __init__(self, clock: Clock, t0: float) -> None:
+        super().__init__(logging.INFO)
+        self.clock = clock
+        self.t0 = t0
+        self.events: list[tuple[float, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.events.append((round(self.clock.now() - self.t0, 2), record.getMessage()))
+
+
+def _vm_rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _percentile(values: Sequence[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    k = min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))
+    return ordered[k]
+
+
+def steady_rate(done_times: Sequence[float]) -> float | None:
+    """Completions per second between the 20 % and 80 % marks (as run_closed_loop)."""
+    times = sorted(done_times)
+    lo, hi = int(len(times) * 0.2), int(len(times) * 0.8) - 1
+    if hi - lo < 10 or times[hi] <= times[lo]:
+        return None
+    return (hi - lo) / (times[hi] - times[lo])
+
+
+async def _loop_lag(lags: list[float]) -> None:
+    """Wall-clock lateness of a 10 ms sleep: how busy the client's event loop is."""
+    while True:
+        start = time.perf_counter()
+        await asyncio.sleep(0.01)
+        lags.append((time.perf_counter() - start - 0.01) * 1000)
+
+
+# ------------------------------------------------------------------ one run
+
+
+async def run_client(spec: RunSpec, sim: SimProcess) -> dict[str, Any]:
+    """Drive every page of the workload through `spec.strategy`; return the raw result."""
+    clock = ScaledClock(spec.time_scale)
+    groups = synthetic_groups(spec.pages, spec.group_pages)
+    renderer = SyntheticRenderer()
+    base_rss = _vm_rss_mb()
+    done_times: list[float] = []
+    failed_pages = 0
+    errors: list[str] = []
+    server_rows: list[list[float | None]] = []
+    client_rows: list[list[float | None]] = []
+    last_metrics: dict[str, float] = {}
+    lags: list[float] = []
+    end_reason = "finished"
+    crash_at: float | None = None
+
+    limits = HTTP_LIMITS
+    async with (
+        httpx.AsyncClient(limits=limits) as http,
+        httpx.AsyncClient(timeout=httpx.Timeout(10.0)) as probe,
+        open_strategy(spec, groups, sim.metrics_url, clock) as strategy,
+    ):
+        metered = Metered(strategy.admission, clock)
+        stats = RunStats(started_at=clock.now())
+        pages = PageOcr(
+            client=PageClient(http, sim.base_url, timeout_seconds=REQUEST_TIMEOUT_S / spec.time_scale),
+            admission=metered,
+            renderer=renderer,
+            profile=get_profile(DEFAULT_PROFILE),
+            model="olmocr",
+            clock=clock,
+            stats=stats,
+            max_attempts=MAX_PAGE_ATTEMPTS,
+            unavailable_after_seconds=UNAVAILABLE_AFTER_S,
+        )
+        t0 = clock.now()
+        gate_events = _GateEvents(clock, t0)
+        gate_logger = logging.getLogger("pagegate.gate")
+        gate_logger.addHandler(gate_events)
+        gate_logger.setLevel(logging.INFO)
+        gate_logger.propagate = False  # kept in the result's events, not printed
+
+        async def one_page(group: SyntheticGroup, index: int) -> None:
+            nonlocal failed_pages
+            result = await pages.run(group.document, index, group.group_id)
+            if result.is_fallback:
+                failed_pages += 1
+            else:
+                done_times.append(clock.now() - t0)
+
+        async def one_group(group: SyntheticGroup) -> None:
+            outcomes = await asyncio.gather(
+                *(one_page(group, i) for i in range(group.document.page_count)),
+                return_exceptions=True,
+            )
+            for outcome in outcomes:
+                if isinstance(outcome, BaseException):
+                    errors.append(repr(outcome)[:200])
+            if strategy.group_done is not None:
+                strategy.group_done(group.group_id)
+
+        dead = asyncio.Event()
+
+        def died(at: float) -> None:
+            nonlocal crash_at
+            if crash_at is None:
+                crash_at = at
+            dead.set()
+
+        metered.on_server_error = lambda: died(clock.now() - t0)
+
+        async def probe_server() -> None:
+            """Read /metrics every interval; a closed port is death (so are 500s, see Metered)."""
+            nonlocal last_metrics
+            while True:
+                try:
+                    last_metrics = parse_sample((await probe.get(sim.metrics_url)).text)
+                except httpx.ConnectError:
+                    died(clock.now() - t0)  # the crashed server closed its port
+                    return
+                except httpx.HTTPError:
+                    pass  # a slow scrape is a missed sample, not a crash
+                else:
+                    m = last_metrics
+                    server_rows.append([round(clock.now() - t0, 2), m.get("waiting"),
+                                        m.get("running"), round(m.get("kv", 0.0), 4)])
+                await clock.sleep(spec.sample_interval_s)
+
+        async def watch() -> str:
+            """Sample the client (no I/O) until the server dies or the budget runs out."""
+            while True:
+                t = clock.now() - t0
+                if sim.process is not None and sim.process.poll() is not None:
+                    died(t)
+                if dead.is_set():
+                    return "crashed"
+                limit: float | None = None
+                credits: float | None = None
+                if strategy.gate is not None:
+                    limit, credits = strategy.gate.state.limit, strategy.gate.state.open_credits
+                elif strategy.olmocr is not None:
+                    limit = strategy.olmocr.snapshot()["groups_started"]
+                client_rows.append([round(t, 2), metered.in_flight, len(done_times), limit, credits])
+                if t > spec.budget_s:
+                    return "timed_out"
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(spec.sample_interval_s / spec.time_scale):
+                        await dead.wait()
+
+        lag_task = asyncio.create_task(_loop_lag(lags))
+        prober = asyncio.create_task(probe_server())
+        work = asyncio.create_task(_gather_groups([one_group(g) for g in groups]))
+        watcher = asyncio.create_task(watch())
+        await asyncio.wait({work, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if watcher.done():
+            end_reason = watcher.result()
+            work.cancel()
+        else:
+            watcher.cancel()
+        if dead.is_set():  # pages may all have come back (as failures) from a dead server
+            end_reason = "crashed"
+        for task in (work, watcher):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for helper in (lag_task, prober):
+            helper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await helper
+        end_t = clock.now() - t0
+        snapshot = strategy.admission.snapshot()
+        olmocr_events = (
+            [asdict(e) | {"at": round(e.at - t0, 2)} for e in strategy.olmocr.events]
+            if strategy.olmocr is not None else []
+        )
+        gate_logger.removeHandler(gate_events)
+
+    crashed = end_reason == "crashed"
+    if crashed:
+        assert crash_at is not None
+        done_before = [d for d in done_times if d <= crash_at]
+        elapsed = crash_at
+    else:
+        done_before = done_times
+        elapsed = max(done_times) if end_reason == "finished" and done_times else end_t
+    pages_done = len(done_before)
+    events = olmocr_events or [{"at": at, "detail": msg} for at, msg in gate_events.events]
+    if crashed:  # what the client did after the death is noise (fast failures, retries)
+        server_rows = [r for r in server_rows if (r[0] or 0.0) <= elapsed]
+        client_rows = [r for r in client_rows if (r[0] or 0.0) <= elapsed]
+    return {
+        "strategy": spec.strategy,
+        "profile": spec.profile,
+        "pages": spec.pages,
+        "pages_done": pages_done,
+        "pages_failed": failed_pages,
+        "page_errors": errors[:5],
+        "crashed": int(crashed),
+        "crash_reason": None,  # filled in by run_spec once the server process has exited
+        "crash_at_s": None if crash_at is None else round(crash_at, 2),
+        "timed_out": end_reason == "timed_out",
+        "elapsed_s": round(elapsed, 2),
+        "pages_per_s": pages_done / elapsed if elapsed > 0 else 0.0,
+        "steady_pages_per_s": steady_rate(done_before),
+        # The simulator's own high-water marks (no scrape misses them), else the samples.
+        "peak_waiting": max(last_metrics.get("peak_waiting", 0.0),
+                            max((r[1] or 0 for r in server_rows), default=0)),
+        "max_kv_usage": round(max(last_metrics.get("peak_kv", 0.0),
+                                  max((r[3] or 0.0 for r in server_rows), default=0.0)), 4)
+        if last_metrics else None,  # the server died before any scrape answered
+        "preemptions": int(last_metrics.get("preemptions", 0)),
+        "recomputed_tokens": int(last_metrics.get("recomputed_tokens", 0)),
+        "latency_p50_s": _percentile(metered.latencies, 0.5),
+        "latency_p95_s": _percentile(metered.latencies, 0.95),
+        "peak_in_flight": metered.peak_in_flight,
+        "page_attempts": stats.page_attempts,
+        "capacity_retries": stats.capacity_retries,
+        "outcomes": dict(metered.outcomes),
+        "client_base_rss_mb": round(base_rss, 1),
+        "loop_lag_ms": {
+            "p50": _percentile(lags, 0.5),
+            "p99": _percentile(lags, 0.99),
+            "max": max(lags) if lags else None,
+        },
+        "strategy_state": _jsonable(snapshot),
+        "events": [e for e in events if not crashed or e["at"] <= elapsed],
+        "trace": {
+            "server": {"columns": list(SERVER_COLUMNS), "rows": server_rows},
+            "client": {"columns": list(CLIENT_COLUMNS), "rows": client_rows},
+        },
+    }
+
+
+async def _gather_groups(coros: Sequence[Any]) -> None:
+    await asyncio.gather(*coros)
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def run_spec(spec: RunSpec) -> dict[str, Any]:
+    """Start a simulator, run the client against it, stop the simulator (this process)."""
+    started = time.perf_counter()
+    sim = SimProcess(
+        profile=spec.profile,
+        extra_args=("--time-scale", f"{spec.time_scale:g}", "--seed", str(spec.seed)),
+    )
+    sim.start()
+    try:
+        result = asyncio.run(run_client(spec, sim))
+        if result["crashed"]:
+            result.update(_crash_details(sim))
+            result["peak_waiting"] = max(result["peak_waiting"], result.pop("waiting_at_death", 0))
+    finally:
+        sim.stop()
+    result["client_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    result["wall_s"] = round(time.perf_counter() - started, 2)
+    result["time_scale"] = spec.time_scale
+    result["group_pages"] = spec.group_pages
+    result["concurrency"] = spec.concurrency
+    return result
+
+
+_DEATH = re.compile(r"engine died \((?P<reason>.*)\); exiting")
+_WAITING_AT_DEATH = re.compile(r"waiting queue reached (?P<n>\d+)")
+
+
+def _crash_details(sim: SimProcess) -> dict[str, Any]:
+    """The simulator's own death message (printed once uvicorn has shut down).
+
+    A crash between two samples hides the queue's peak from the sampler; the message
+    names the queue length that killed the server, so it is folded into peak_waiting.
+    """
+    if sim.process is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            sim.process.wait(timeout=15)
+    match = _DEATH.search(sim.log_tail())
+    if match is None:
+        return {"crash_reason": "server stopped answering (no death message)"}
+    reason = match.group("reason")
+    waiting = _WAITING_AT_DEATH.search(reason)
+    return {"crash_reason": reason, "waiting_at_death": int(waiting.group("n")) if waiting else 0}
+
+
+def run_in_subprocess(spec: RunSpec, out: Path) -> dict[str, Any]:
+    """Run one strategy in a fresh Python process (clean peak RSS, its own event loop)."""
+    cmd = [sys.executable, "-m", "bench.harness", json.dumps(asdict(spec)), str(out)]
+    subprocess.run(cmd, check=True, cwd=Path(__file__).resolve().parents[1])
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 2:
+        raise SystemExit("usage: python -m bench.harness SPEC_JSON OUT_JSON")
+    spec = RunSpec(**json.loads(args[0]))
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    result = run_spec(spec)
+    Path(args[1]).write_text(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
