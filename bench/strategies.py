@@ -39,7 +39,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pagegate.admission.base import Outcome, Permit, outcome_for_exception
+from pagegate.admission.base import Outcome, Permit, RecordingPermit, outcome_for_exception
 from pagegate.clock import Clock
 
 log = logging.getLogger("bench.strategies")
@@ -49,16 +49,6 @@ OLMOCR_PEAK_RATIO = 0.1      # 69c33ab; raised to 0.2 in b5b1de9 (2025-09-29)
 OLMOCR_COOLDOWN_S = 30.0     # "time.time() - last_semaphore_release > 30"
 OLMOCR_MONITOR_S = 1.0       # timeout_task: await asyncio.sleep(1)
 VLLM_LOG_INTERVAL_S = 10.0   # vLLM's periodic stats line (olmocr.md §4, issue #370)
-
-
-class _Permit:
-    __slots__ = ("outcome",)
-
-    def __init__(self) -> None:
-        self.outcome: Outcome | None = None
-
-    def finish(self, outcome: Outcome) -> None:
-        self.outcome = outcome
 
 
 class _Counts:
@@ -73,7 +63,7 @@ class _Counts:
     async def hold(self) -> AsyncIterator[Permit]:
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
-        permit = _Permit()
+        permit = RecordingPermit()
         error: BaseException | None = None
         try:
             yield permit

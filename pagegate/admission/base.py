@@ -63,7 +63,9 @@ def outcome_for_exception(exc: BaseException | None) -> Outcome:
     return Outcome.CONTENT
 
 
-class _RecordingPermit:
+class RecordingPermit:
+    """A permit that only remembers the outcome its holder reported (None if none)."""
+
     __slots__ = ("outcome",)
 
     def __init__(self) -> None:
@@ -94,7 +96,7 @@ class FixedLimit:
         async with self._sem:
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
-            permit = _RecordingPermit()
+            permit = RecordingPermit()
             exc: BaseException | None = None
             try:
                 yield permit

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from types import TracebackType
 from typing import Any
 
-from pagegate.admission.base import Outcome, Permit, outcome_for_exception
+from pagegate.admission.base import Outcome, Permit, RecordingPermit, outcome_for_exception
 from pagegate.admission.metrics import MetricsPoller
 from pagegate.admission.policy import (
     GateConfig,
@@ -90,16 +90,6 @@ class _Waiter:
     def __init__(self, group_id: str, future: asyncio.Future[int]) -> None:
         self.group_id = group_id
         self.future = future
-
-
-class _GatePermit:
-    __slots__ = ("outcome",)
-
-    def __init__(self) -> None:
-        self.outcome: Outcome | None = None
-
-    def finish(self, outcome: Outcome) -> None:
-        self.outcome = outcome
 
 
 class Gate:
@@ -219,7 +209,7 @@ class Gate:
             self._abandon(future)
             raise
 
-        permit = _GatePermit()
+        permit = RecordingPermit()
         error: BaseException | None = None
         try:
             yield permit
