@@ -33,6 +33,7 @@ def release_times(samples: Sequence[ProgressSample]) -> list[float]:
 
 def render_run_chart(samples: Sequence[ProgressSample], *, title: str = "pagegate run") -> bytes:
     """PNG bytes: top, server waiting and pages in flight; bottom, pages done and releases."""
+    samples = tuple(samples)  # every series below must come from the same samples
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

@@ -124,7 +124,8 @@ class RunMonitor:
         chart_link: str | None = None
         try:
             png = await asyncio.to_thread(
-                render_run_chart, self.timeline.samples, title=f"pagegate run {self.run_id}"
+                # A copy: the sampler keeps appending while the chart is drawn in a thread.
+                render_run_chart, tuple(self.timeline.samples), title=f"pagegate run {self.run_id}"
             )
             await asyncio.to_thread(store.write_bytes, chart_key, png)
             chart_uri = store.uri_for(chart_key)

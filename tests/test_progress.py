@@ -7,6 +7,7 @@ import io
 import itertools
 import logging
 import struct
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -290,6 +291,23 @@ def test_chart_is_a_png_of_the_expected_size() -> None:
 def test_chart_of_a_fixed_limit_run_has_no_gate_series() -> None:
     png = render_run_chart([sample(0, 0), sample(1, 5)])
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+class GrowingTimeline(list[ProgressSample]):
+    """A timeline the sampler appends to while the chart reads it: one more sample each
+    time it is iterated, as when the chart is drawn in a thread beside the live sampler."""
+
+    def __iter__(self) -> Iterator[ProgressSample]:
+        items = list(super().__iter__())
+        self.append(sample(float(len(items)), len(items)))
+        return iter(items)
+
+
+def test_chart_draws_from_one_snapshot_of_a_timeline_that_grows_meanwhile() -> None:
+    timeline = GrowingTimeline([sample(0, 0), sample(1, 5)])
+    png = render_run_chart(timeline)  # drew every series from the same samples: no
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"  # "x and y must have same first dimension"
+    assert len(timeline) == 3  # it was read once
 
 
 class RichConsoleHandler(logging.Handler):
