@@ -51,6 +51,15 @@ def summary_markdown(
     if gate:
         lines += ["", "## admission", "", "| | |", "|---|---|"]
         lines += [f"| {k} | {v} |" for k, v in gate.items() if not isinstance(v, (dict, list))]
+    servers = gate.get("servers") if gate else None
+    if isinstance(servers, list) and servers:
+        lines += ["", "## servers", "", "| server | in rotation | pages answered | rerouted away | refusals |",
+                  "|---|---|---|---|---|"]
+        lines += [
+            f"| {s.get('url')} | {'yes' if s.get('in_rotation') else 'no'} | {s.get('answered')} "
+            f"| {s.get('rerouted')} | {s.get('refusals')} |"
+            for s in servers if isinstance(s, Mapping)
+        ]
     if totals.failures:
         lines += ["", "## failed PDFs", "", "| source | reason |", "|---|---|"]
         lines += [f"| {f.uri} | {f.reason} |" for f in totals.failures[:100]]
