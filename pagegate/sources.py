@@ -20,7 +20,8 @@ path for local files; `uri` is the full location):
 A spec that yields nothing raises StorageError naming it: a typo must not quietly
 process zero PDFs. Listing is streamed page by page so the first document is yielded
 while S3 is still paging; the only thing that grows is the set of URIs already seen,
-kept to drop duplicates across specs.
+kept to drop duplicates across specs (and within list files); a single prefix, glob or
+folder needs none.
 
 Relative local paths, also inside list files, are relative to the working directory.
 """
@@ -67,6 +68,11 @@ def iter_sources(
     if isinstance(specs, str):
         raise TypeError("iter_sources takes a sequence of specs, not one string")
     expander = _Expander(s3_client, page_size)
+    if len(specs) == 1 and not _is_list_spec(specs[0]):
+        # One prefix, glob or folder lists each object once: no set of every URI seen,
+        # which is ~110 MB at a million keys (the planner's listing, bench/scaling.py).
+        yield from expander.expand(specs[0], listed_in=None)
+        return
     seen: set[str] = set()
     for spec in specs:
         for info in expander.expand(spec, listed_in=None):
