@@ -31,14 +31,15 @@ from pydantic import SecretStr
 from pagegate.admission.base import Admission
 from pagegate.clock import MonotonicClock
 from pagegate.config import RunConfig
+from pagegate.node_server import node_server_url
 from pagegate.outcomes import GroupOutcome, PdfOutcome, RunTotals
 from pagegate.pending import PendingPlan
 from pagegate.planning import Group
 from pagegate.run_context import open_run_context
-from pagegate.server.managed import managed_server_config, open_run_server
+from pagegate.server.managed import open_run_server
 from pagegate.summary import failure_rows, summary_markdown
 from tasks.admission_block import AdmissionGate
-from tasks.admission_factory import open_admission
+from tasks.admission_factory import managed_server_for, open_admission
 from tasks.gate_param import gate_block_name
 from tasks.ocr_group import group_outcome, ocr_group, plan_pending_task
 from tasks.result_storage import resolve_result_storage
@@ -50,7 +51,7 @@ from tasks.run_monitor import open_run_monitor
 async def ocr_pdfs(
     sources: list[str],
     workspace: str,
-    server_url: str = "http://127.0.0.1:8000/v1",
+    server_url: str | None = None,
     model: str = "olmocr",
     pages_per_group: int = 500,
     workers: int = 20,
@@ -70,13 +71,17 @@ async def ocr_pdfs(
     s3_retry_mode: str = "standard",
     result_storage: str | None = None,
     launch_server: dict[str, Any] | None = None,
+    server_urls: list[str] | None = None,
+    capacity_backoff_max_seconds: float = 30.0,
 ) -> State[Any]:
     """OCR PDFs from S3 or disk into Dolma JSONL in WORKSPACE.
 
     Args:
         sources: s3://bucket/prefix, s3 globs, local folders, globs, or .txt lists of those.
         workspace: where results/, markdown/ and ledger/ go (local path or s3://bucket/prefix).
-        server_url: the OpenAI-compatible base URL of the vLLM server, e.g. http://host:8000/v1.
+        server_url: the OpenAI-compatible base URL of the vLLM server, e.g. http://host:8000/v1;
+            empty: the node's own, PAGEGATE_SERVER_URL in the worker's environment, else
+            http://127.0.0.1:8000/v1 (pagegate/node_server.py).
         model: the served model name sent in each request.
         pages_per_group: target pages per group task.
         workers: group tasks running at once.
@@ -103,11 +108,15 @@ async def ocr_pdfs(
         launch_server: launch and supervise a vLLM server for this run instead of using
             server_url, e.g. {"model": "allenai/olmOCR-2-7B-1025-FP8", "port": 8000,
             "hang_after_seconds": 180, "restart_budget": 5} (pagegate/server/managed.py).
+        server_urls: several servers (e.g. one per GPU), each behind its own gate; every
+            page goes to the least-loaded one still answering. Given, it replaces server_url.
+        capacity_backoff_max_seconds: longest (jittered) pause between retries of a page
+            the server could not take; retries go on until server_unavailable_after_seconds.
     """
     config = RunConfig(
         sources=tuple(sources),
         workspace=workspace,
-        server_url=server_url,
+        server_url=server_url or node_server_url(),
         model=model,
         pages_per_group=pages_per_group,
         workers=workers,
@@ -123,9 +132,11 @@ async def ocr_pdfs(
         drop_on_page_errors=drop_on_page_errors,
         pdf_password=await resolve_password(pdf_password, pdf_password_secret),
         server_unavailable_after_seconds=server_unavailable_after_seconds,
+        capacity_backoff_max_seconds=capacity_backoff_max_seconds,
+        server_urls=tuple(server_urls or ()),
         s3_retry_mode=s3_retry_mode,
         run_id=flow_run.get_id(),
-        managed_server=managed_server_config(launch_server) if launch_server else None,
+        managed_server=await managed_server_for(launch_server, gate_block_name(gate)),
     )
     storage = await resolve_result_storage(result_storage)
     planner = plan_pending_task.with_options(result_storage=storage) if storage else plan_pending_task

@@ -24,6 +24,7 @@ from flows.ocr_pdfs import execute_plan, resolve_password
 from pagegate.config import RunConfig
 from pagegate.reprocess_plan import check_reasons
 from tasks.admission_block import AdmissionGate
+from tasks.admission_factory import managed_server_for
 from tasks.gate_param import gate_block_name
 from tasks.ocr_group import plan_uris_task
 from tasks.reprocess_select import select_from_ledger_task
@@ -54,6 +55,9 @@ async def reprocess(
     server_unavailable_after_seconds: float = 1800.0,
     s3_retry_mode: str = "standard",
     result_storage: str | None = None,
+    launch_server: dict[str, Any] | None = None,
+    server_urls: list[str] | None = None,
+    capacity_backoff_max_seconds: float = 30.0,
 ) -> State[Any]:
     """Retry the failed PDFs of WORKSPACE (its ledger), or exactly the PDFs listed.
 
@@ -93,9 +97,12 @@ async def reprocess(
         drop_on_page_errors=drop_on_page_errors,
         pdf_password=await resolve_password(pdf_password, pdf_password_secret),
         server_unavailable_after_seconds=server_unavailable_after_seconds,
+        capacity_backoff_max_seconds=capacity_backoff_max_seconds,
+        server_urls=tuple(server_urls or ()),
         s3_retry_mode=s3_retry_mode,
         redo_flagged=True,
         run_id=flow_run.get_id(),
+        managed_server=await managed_server_for(launch_server, gate_block_name(gate)),
     )
     storage = await resolve_result_storage(result_storage)
     planner = plan_uris_task.with_options(result_storage=storage) if storage else plan_uris_task

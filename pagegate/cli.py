@@ -17,6 +17,7 @@ from typing import Annotated, Any, cast
 import typer
 
 from pagegate.blocks_cli import blocks_app
+from pagegate.plan_cli import plan_command
 from pagegate.sim.command import sim_command
 from pagegate.stats_cli import stats_command
 
@@ -28,6 +29,7 @@ app = typer.Typer(
 )
 app.command("sim", help="Serve the vLLM-compatible simulator (OpenAI API + /metrics).")(sim_command)
 app.command("stats")(stats_command)
+app.command("plan")(plan_command)
 app.add_typer(blocks_app)
 
 
@@ -42,7 +44,7 @@ def _prefect_env() -> None:
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     # Prefect gives extra loggers its handlers but not a level (root: WARNING); a launched
     # server's output and the watchdog's notes are INFO and belong in the run log.
-    for name in ("pagegate.vllm", "pagegate.server"):
+    for name in ("pagegate.vllm", "pagegate.server", "pagegate.router"):
         logging.getLogger(name).setLevel(logging.INFO)
 
 
@@ -98,7 +100,7 @@ MaxPageErrorRateOpt = Annotated[float, typer.Option(help="Share of fallback page
 DropOnPageErrorsOpt = Annotated[bool, typer.Option("--drop-on-page-errors", help="Over the rate: don't write the document (default: write it, fallback pages flagged).")]
 PdfPasswordOpt = Annotated[str | None, typer.Option(envvar="PAGEGATE_PDF_PASSWORD", show_default=False, help="Password for encrypted PDFs (prefer the env var; never logged).")]
 PdfPasswordSecretOpt = Annotated[str | None, typer.Option(help="Name of a Prefect Secret block holding the PDF password.")]
-UnavailableAfterOpt = Annotated[float, typer.Option("--server-unavailable-after", help="Seconds of capacity errors before a PDF is recorded as server_unavailable.")]
+UnavailableAfterOpt = Annotated[float, typer.Option("--server-unavailable-after", help="Seconds a server may refuse or be unreachable (capacity errors, gate paused) before the PDFs waiting on it are recorded as server_unavailable; the run never exits for it.")]
 S3RetryModeOpt = Annotated[str, typer.Option(help="botocore retry mode for S3: standard or adaptive.")]
 ResultStorageOpt = Annotated[str | None, typer.Option(help="Where task results persist for retries: s3://bucket/prefix, a path, or a block type/name.")]
 
@@ -117,6 +119,7 @@ VllmArgOpt = Annotated[list[str] | None, typer.Option(help=_LAUNCH + "extra argu
 HangAfterOpt = Annotated[float | None, typer.Option(help=_LAUNCH + "restart when work waits and no token is generated for this many seconds (default 180).")]
 RestartBudgetOpt = Annotated[int | None, typer.Option(help=_LAUNCH + "restarts allowed at once (default 5).")]
 RestartRefillOpt = Annotated[float | None, typer.Option(help=_LAUNCH + "seconds to earn one restart back (default 600).")]
+GpusOpt = Annotated[str | None, typer.Option(help=_LAUNCH + "one server per GPU, e.g. 0,1 (CUDA_VISIBLE_DEVICES each, ports from --vllm-port up; 0+1,2+3: two GPUs per server); pages go to the least-loaded.")]
 
 
 def _robustness_params(
@@ -143,12 +146,43 @@ def _robustness_params(
     }
 
 
+def _run_target(
+    server: list[str] | None, model: str | None, vllm_command: str | None,
+    vllm_port: int | None, served_model_name: str | None,
+    gpu_memory_utilization: float | None, max_model_len: int | None,
+    tensor_parallel_size: int | None, data_parallel_size: int | None,
+    max_num_seqs: int | None, limit_mm_per_prompt: str | None, vllm_arg: list[str] | None,
+    hang_after: float | None, restart_budget: int | None, restart_refill: float | None,
+    gpus: str | None,
+) -> dict[str, Any]:
+    """server_url/server_urls/model/launch_server flow parameters (shared by run, reprocess)."""
+    from pagegate.server.run_target import run_target_params
+
+    launch = {
+        "command": vllm_command, "port": vllm_port, "served_model_name": served_model_name,
+        "gpu_memory_utilization": gpu_memory_utilization, "max_model_len": max_model_len,
+        "tensor_parallel_size": tensor_parallel_size, "data_parallel_size": data_parallel_size,
+        "max_num_seqs": max_num_seqs, "limit_mm_per_prompt": limit_mm_per_prompt,
+        "extra_args": tuple(vllm_arg or ()), "hang_after_seconds": hang_after,
+        "restart_budget": restart_budget, "restart_refill_seconds": restart_refill,
+        "gpus": gpus,
+    }
+    try:
+        return run_target_params(server, model, launch)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+ServerOpt = Annotated[list[str] | None, typer.Option(metavar="URL", help="OpenAI base URL of an external vLLM server (default http://127.0.0.1:8000/v1 unless --model launches one). Repeat for several servers (e.g. one per GPU): pages go to the least-loaded one.")]
+ModelOpt = Annotated[str | None, typer.Option(help="With --server: its served model name (default olmocr). Without: launch and supervise `vllm serve MODEL`.")]
+
+
 @app.command()
 def run(
     sources: Annotated[list[str], typer.Argument(help="s3://bucket/prefix, globs, folders, files, or .txt lists.")],
     workspace: Annotated[str, typer.Option(help="Output location: local folder or s3://bucket/prefix.")],
-    server: Annotated[str | None, typer.Option(help="OpenAI base URL of an external vLLM server (default http://127.0.0.1:8000/v1 unless --model launches one).")] = None,
-    model: Annotated[str | None, typer.Option(help="With --server: its served model name (default olmocr). Without: launch and supervise `vllm serve MODEL`.")] = None,
+    server: ServerOpt = None,
+    model: ModelOpt = None,
     pages_per_group: Annotated[int, typer.Option(help="Target pages per group task.")] = 500,
     workers: Annotated[int, typer.Option(help="Group tasks at once.")] = 20,
     max_concurrent_requests: Annotated[int, typer.Option(help="Requests in flight when the gate is off.")] = 1600,
@@ -182,22 +216,14 @@ def run(
     hang_after: HangAfterOpt = None,
     restart_budget: RestartBudgetOpt = None,
     restart_refill: RestartRefillOpt = None,
+    gpus: GpusOpt = None,
 ) -> None:
     """OCR PDFs into Dolma JSONL as a Prefect flow run; exits 1 if any PDF failed."""
-    from pagegate.server.run_target import run_target_params
-
-    launch = {
-        "command": vllm_command, "port": vllm_port, "served_model_name": served_model_name,
-        "gpu_memory_utilization": gpu_memory_utilization, "max_model_len": max_model_len,
-        "tensor_parallel_size": tensor_parallel_size, "data_parallel_size": data_parallel_size,
-        "max_num_seqs": max_num_seqs, "limit_mm_per_prompt": limit_mm_per_prompt,
-        "extra_args": tuple(vllm_arg or ()), "hang_after_seconds": hang_after,
-        "restart_budget": restart_budget, "restart_refill_seconds": restart_refill,
-    }
-    try:
-        target = run_target_params(server, model, launch)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
+    target = _run_target(
+        server, model, vllm_command, vllm_port, served_model_name, gpu_memory_utilization,
+        max_model_len, tensor_parallel_size, data_parallel_size, max_num_seqs,
+        limit_mm_per_prompt, vllm_arg, hang_after, restart_budget, restart_refill, gpus,
+    )
     ok, summary = run_flow(
         sources=list(sources),
         workspace=workspace,
@@ -225,8 +251,8 @@ def reprocess(
     workspace: Annotated[str, typer.Argument(help="Workspace whose failure ledger to work through.")],
     pdfs: Annotated[list[str] | None, typer.Argument(help="Redo exactly these PDFs instead of the ledger's.")] = None,
     only_reason: Annotated[list[str] | None, typer.Option(help="Only ledger records with this reason (repeatable).")] = None,
-    server: Annotated[str, typer.Option(help="OpenAI base URL of the vLLM server.")] = "http://127.0.0.1:8000/v1",
-    model: Annotated[str, typer.Option(help="Served model name sent with each request.")] = "olmocr",
+    server: ServerOpt = None,
+    model: ModelOpt = None,
     pages_per_group: Annotated[int, typer.Option(help="Target pages per group task.")] = 500,
     workers: Annotated[int, typer.Option(help="Group tasks at once.")] = 20,
     markdown: Annotated[bool, typer.Option("--markdown", help="Also write one .md per PDF.")] = False,
@@ -242,6 +268,20 @@ def reprocess(
     server_unavailable_after: UnavailableAfterOpt = 1800.0,
     s3_retry_mode: S3RetryModeOpt = "standard",
     result_storage: ResultStorageOpt = None,
+    vllm_command: VllmCommandOpt = None,
+    vllm_port: VllmPortOpt = None,
+    served_model_name: ServedNameOpt = None,
+    gpu_memory_utilization: GpuMemOpt = None,
+    max_model_len: MaxModelLenOpt = None,
+    tensor_parallel_size: TpOpt = None,
+    data_parallel_size: DpOpt = None,
+    max_num_seqs: MaxNumSeqsOpt = None,
+    limit_mm_per_prompt: LimitMmOpt = None,
+    vllm_arg: VllmArgOpt = None,
+    hang_after: HangAfterOpt = None,
+    restart_budget: RestartBudgetOpt = None,
+    restart_refill: RestartRefillOpt = None,
+    gpus: GpusOpt = None,
 ) -> None:
     """Retry the PDFs in WORKSPACE's failure ledger (or exactly PDF...); exits 1 if any still fail.
 
@@ -254,12 +294,16 @@ def reprocess(
         reasons = sorted(check_reasons(only_reason or []))
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--only-reason") from None
+    target = _run_target(
+        server, model, vllm_command, vllm_port, served_model_name, gpu_memory_utilization,
+        max_model_len, tensor_parallel_size, data_parallel_size, max_num_seqs,
+        limit_mm_per_prompt, vllm_arg, hang_after, restart_budget, restart_refill, gpus,
+    )
     ok, summary = run_reprocess_flow(
         workspace=workspace,
         pdfs=list(pdfs or []) or None,
         only_reasons=reasons or None,
-        server_url=server,
-        model=model,
+        **target,
         pages_per_group=pages_per_group,
         workers=workers,
         markdown=markdown,

@@ -37,6 +37,8 @@ class RunConfig:
     pdf_password: str | None = field(default=None, repr=False)  # never in a log line or repr
     request_timeout_seconds: float = 600.0    # one chat completion, queueing included
     server_unavailable_after_seconds: float = 1800.0
+    capacity_backoff_max_seconds: float = 30.0  # longest pause between capacity retries (jittered)
+    server_urls: tuple[str, ...] = ()         # several servers (one gate each, a router); else server_url
     download_concurrency: int = 8             # PDFs fetched at once per group
     skip_committed: bool = True
     redo_flagged: bool = False                # reprocess: a committed PDF with a ledger record is redone
@@ -62,5 +64,14 @@ class RunConfig:
             raise ValueError("max_page_retries must be at least 1")
         if self.max_pages_per_pdf is not None and self.max_pages_per_pdf < 1:
             raise ValueError("max_pages_per_pdf must be at least 1")
+        if self.capacity_backoff_max_seconds <= 0:
+            raise ValueError("capacity_backoff_max_seconds must be positive")
+        if len(set(self.server_urls)) < len(self.server_urls):
+            raise ValueError("server_urls lists a server twice")
         if self.s3_retry_mode not in S3_RETRY_MODES:
             raise ValueError(f"s3_retry_mode must be one of {', '.join(S3_RETRY_MODES)}")
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """Every server pages may go to: server_urls when given, else server_url."""
+        return self.server_urls or (self.server_url,)

@@ -9,11 +9,14 @@ granted, and the image is dropped as soon as the request body is built.
 from __future__ import annotations
 
 import logging
+import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pagegate.admission.base import Admission, Outcome
+from pagegate.admission.base import Admission, Outcome, Permit
+from pagegate.admission.router import RoutedPermit
 from pagegate.attempts import Attempt, AttemptPlan
-from pagegate.backoff import capacity_backoff
+from pagegate.backoff import BackoffPolicy
 from pagegate.clock import Clock
 from pagegate.documents import PageResult
 from pagegate.errors import CapacityError, ContentError, InputError, ServerUnavailableError
@@ -62,8 +65,16 @@ class PageOcr:
         stats: RunStats,
         max_attempts: int,
         unavailable_after_seconds: float,
+        routes: Mapping[str, PageClient] | None = None,
+        backoff: BackoffPolicy | None = None,
+        rng: random.Random | None = None,
     ) -> None:
+        """`client` serves every page unless the permit names a server in `routes`
+        (several servers behind a Router: pagegate/admission/router.py)."""
         self.client = client
+        self.routes = dict(routes or {})
+        self.backoff = backoff or BackoffPolicy()
+        self._rng = rng or random.Random()
         self.admission = admission
         self.renderer = renderer
         self.profile = profile
@@ -126,15 +137,20 @@ class PageOcr:
     ) -> _AttemptResult:
         """One attempt, repeated through capacity errors until it gets an answer.
 
-        Capacity errors back off and repeat the same attempt (same temperature, same
-        rotation); after `unavailable_after_seconds` of nothing else they become
-        ServerUnavailableError, which fails the PDF as `server_unavailable`.
+        Capacity errors back off (capped, jittered) and repeat the same attempt (same
+        temperature, same rotation), however many there are; after
+        `unavailable_after_seconds` of nothing else they become ServerUnavailableError,
+        which fails the PDF as `server_unavailable`. The admission raising
+        ServerUnavailableError itself (a gate paused past its own deadline, a router
+        with no server in rotation) has already waited, so it is final at once.
         """
         first_failure_at: float | None = None
         failures = 0
         while True:
             try:
                 return await self._send(doc, page_index, attempt, group_id)
+            except ServerUnavailableError:
+                raise
             except CapacityError as exc:
                 now = self.clock.now()
                 first_failure_at = now if first_failure_at is None else first_failure_at
@@ -144,7 +160,7 @@ class PageOcr:
                     ) from exc
                 failures += 1
                 self.stats.capacity_retries += 1
-                delay = capacity_backoff(failures)
+                delay = self.backoff.delay(failures, self._rng.random())
                 log.debug("capacity error on %s p%d (%s); retrying in %.1fs",
                           doc.uri, page_index + 1, exc, delay)
                 await self.clock.sleep(delay)
@@ -164,8 +180,9 @@ class PageOcr:
                 self.profile, model=self.model, image_png=image.png, temperature=attempt.temperature
             )
             del image
+            permit.sent()
             try:
-                reply_body = await self.client.complete(body)
+                reply_body = await self._client_for(permit).complete(body)
             except ContentError as exc:
                 permit.finish(Outcome.CONTENT)
                 return _AttemptResult(None, Usage(0, 0), str(exc))
@@ -176,6 +193,12 @@ class PageOcr:
                 return _AttemptResult(None, usage_of(reply_body), str(exc))
             permit.finish(Outcome.OK)
             return _AttemptResult(reply, usage, None)
+
+    def _client_for(self, permit: Permit) -> PageClient:
+        """The server the permit routes to, or the run's one server."""
+        if isinstance(permit, RoutedPermit):
+            return self.routes.get(permit.server_url, self.client)
+        return self.client
 
     async def _fallback_text(self, doc: PdfDocument, page_index: int) -> str:
         try:

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from pagegate.admission.base import Admission
+from pagegate.backoff import BackoffPolicy
 from pagegate.clock import Clock, MonotonicClock
 from pagegate.config import RunConfig
 from pagegate.page_client import PageClient
@@ -56,12 +57,18 @@ async def open_run_context(
     workspace = Workspace.open(config.workspace, s3_client=s3_client)
     stats = RunStats(started_at=clock.now())
     with PageRenderer(target_longest_dim=config.target_longest_image_dim) as renderer:
+        clients = {
+            url: PageClient(
+                http, url, api_key=config.api_key, timeout_seconds=config.request_timeout_seconds
+            )
+            for url in config.servers
+        }
         pages = PageOcr(
-            client=PageClient(
-                http,
-                config.server_url,
-                api_key=config.api_key,
-                timeout_seconds=config.request_timeout_seconds,
+            client=clients[config.servers[0]],
+            routes=clients,  # several servers: the router's permit names the one to use
+            backoff=BackoffPolicy(
+                base=min(1.0, config.capacity_backoff_max_seconds),
+                cap=config.capacity_backoff_max_seconds,
             ),
             admission=admission,
             renderer=renderer,

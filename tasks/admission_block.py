@@ -126,8 +126,31 @@ class AdmissionGate(Block):
         gt=0.0,
         description=(
             "After this long without a usable reading, waiting pages fail with "
-            "ServerUnavailableError instead of waiting forever. Empty: wait forever."
+            "ServerUnavailableError instead of waiting forever. The run's "
+            "server_unavailable_after_seconds applies when it is shorter. Empty: the run's."
         ),
+    )
+    hang_after_seconds: float | None = Field(
+        default=None,
+        gt=0.0,
+        description=(
+            "Launched servers only: restart the server when requests wait and no token has "
+            "been generated for this many seconds (a hung engine). Empty: 180. A value in "
+            "the flow's launch_server wins."
+        ),
+    )
+    restart_budget: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Launched servers only: restarts allowed in a burst; one is earned back every "
+            "restart_refill_seconds (olmOCR: 5 per job, never earned back). Empty: 5."
+        ),
+    )
+    restart_refill_seconds: float | None = Field(
+        default=None,
+        gt=0.0,
+        description="Launched servers only: seconds to earn one restart back. Empty: 600.",
     )
 
     def to_config(self) -> GateConfig:
@@ -147,6 +170,15 @@ class AdmissionGate(Block):
             min_concurrency=min(_DEFAULTS.min_concurrency, self.initial_concurrency),
             unavailable_after_seconds=self.unavailable_after_seconds,
         )
+
+    def supervision(self) -> dict[str, float | int]:
+        """The watchdog settings it sets, as `launch_server` names (unset ones left out)."""
+        values = {
+            "hang_after_seconds": self.hang_after_seconds,
+            "restart_budget": self.restart_budget,
+            "restart_refill_seconds": self.restart_refill_seconds,
+        }
+        return {k: v for k, v in values.items() if v is not None}
 
     def resolve_metrics_url(self, server_base_url: str) -> str:
         """The configured metrics URL, or the one derived from the server's base URL."""

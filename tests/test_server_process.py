@@ -19,11 +19,13 @@ import httpx
 import pytest
 
 from pagegate.clock import MonotonicClock
-from pagegate.server.launcher import ServerLaunchError, VllmLauncher
+from pagegate.profiles import get_profile
+from pagegate.server.launcher import ServerLaunchError, VllmLauncher, warmup_png
 from pagegate.server.managed import open_managed_server
 from pagegate.server.settings import VllmSettings
 from pagegate.server.watchdog import Condition, WatchdogConfig, WatchLimits
 from pagegate.sim.process import free_port
+from pagegate.vlm import build_chat_request
 from tests.test_flow_e2e import metric_total
 
 pytestmark = pytest.mark.slow
@@ -193,3 +195,49 @@ def test_supervisor_restarts_a_hung_engine(tmp_path: Path) -> None:
     assert detection >= 1.0, "not before the counter was flat for hang_after"
     print(f"hung: detected {detection:.2f} s after the server was ready (hang_after 1 s), "
           f"back {recovery:.2f} s after detection")
+
+
+def test_supervisor_restarts_the_simulator_when_its_engine_hangs() -> None:
+    """The simulator's own hang (--hang-after-requests, SIGUSR1): API up, tokens flat."""
+    settings = sim_settings(command=f"{SIM_COMMAND} --hang-after-requests 3")
+    watchdog = WatchdogConfig(interval_seconds=0.2, limits=WatchLimits(hang_after=1.0))
+    body = build_chat_request(get_profile("olmocr-2"), model="olmocr-test",
+                              image_png=warmup_png(), temperature=0.0)
+    body["max_tokens"] = 16
+    chat = f"{settings.base_url}/chat/completions"
+
+    async def stuck_request(http: httpx.AsyncClient) -> asyncio.Task[object]:
+        task = asyncio.create_task(http.post(chat, json=body, timeout=30))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # outcome not needed
+        return task
+
+    async def scenario() -> list[tuple[str, float, float]]:
+        measured = []
+        async with (
+            httpx.AsyncClient() as http,
+            open_managed_server(settings, http=http, clock=MonotonicClock(), watchdog=watchdog,
+                                ready_timeout_seconds=30, stop_timeout_seconds=1.0) as server,
+        ):
+            assert (await http.post(chat, json=body)).status_code == 200  # request 2 of 3
+            for how in ("after 3 requests", "SIGUSR1"):
+                seen = len(server.supervisor.recoveries)
+                if how == "SIGUSR1":
+                    assert server.launcher.pid is not None
+                    os.kill(server.launcher.pid, signal.SIGUSR1)
+                hung_at = time.monotonic()
+                pending = await stuck_request(http)
+                while len(server.supervisor.recoveries) == seen:
+                    assert time.monotonic() < hung_at + 20, f"hang ({how}) never detected"
+                    await asyncio.sleep(0.05)
+                recovery = server.supervisor.recoveries[-1]
+                assert recovery.condition is Condition.HUNG
+                assert not pending.done() or pending.exception() is not None, "never answered"
+                pending.cancel()
+                measured.append((how, recovery.detected_at - hung_at, recovery.recovery_seconds))
+            assert (await http.post(chat, json=body)).status_code == 200, "serving again"
+        return measured
+
+    for how, detection, recovery in asyncio.run(scenario()):
+        assert detection >= 1.0, "not before the counter was flat for hang_after"
+        print(f"sim hang ({how}): detected {detection:.2f} s after it hung (hang_after 1 s), "
+              f"back {recovery:.2f} s after detection")

@@ -6,7 +6,7 @@ import pytest
 
 from pagegate.server.managed import managed_server_config
 from pagegate.server.run_target import run_target_params
-from pagegate.server.settings import VllmSettings, vllm_argv
+from pagegate.server.settings import VllmSettings, parse_gpus, vllm_argv, vllm_env
 from pagegate.server.watchdog import WatchLimits
 
 BASE = ["--host", "127.0.0.1", "--port", "8000", "--served-model-name", "olmocr",
@@ -82,10 +82,16 @@ def test_invalid_settings_are_refused(bad: dict[str, object]) -> None:
          {"server_url": "http://127.0.0.1:8000/v1", "model": "ocr",
           "launch_server": {"model": "m", "served_model_name": "ocr",
                             "extra_args": ("--enforce-eager",)}}),
+        (["http://gpu:8000/v1"], None, {},
+         {"server_url": "http://gpu:8000/v1", "model": "olmocr", "launch_server": None}),
+        (["http://a:8000/v1", "http://a:8001/v1"], "ocr", {"port": None},
+         {"server_url": "http://a:8000/v1", "server_urls": ["http://a:8000/v1", "http://a:8001/v1"],
+          "model": "ocr", "launch_server": None}),
     ],
-    ids=["external", "external-named", "default", "launch", "launch-named"],
+    ids=["external", "external-named", "default", "launch", "launch-named", "one-in-a-list",
+         "several"],
 )
-def test_run_target(server: str | None, model: str | None, launch: dict[str, object],
+def test_run_target(server: str | list[str] | None, model: str | None, launch: dict[str, object],
                     expected: dict[str, object]) -> None:
     assert run_target_params(server, model, launch) == expected
 
@@ -93,10 +99,12 @@ def test_run_target(server: str | None, model: str | None, launch: dict[str, obj
 @pytest.mark.parametrize(
     ("server", "model", "launch", "message"),
     [("http://gpu:8000/v1", "m", {"command": "vllm serve {model}"}, "drop --server"),
+     (["http://a/v1", "http://b/v1"], "m", {"max_num_seqs": 8}, "drop --server"),
+     (["http://a/v1", "http://a/v1"], None, {}, "given twice"),
      (None, None, {"max_num_seqs": 8}, "needs --model")],
 )
 def test_run_target_refuses_launch_settings_without_a_launch(
-    server: str | None, model: str | None, launch: dict[str, object], message: str
+    server: str | list[str] | None, model: str | None, launch: dict[str, object], message: str
 ) -> None:
     with pytest.raises(ValueError, match=message):
         run_target_params(server, model, launch)
@@ -114,3 +122,29 @@ def test_launch_server_parameter_becomes_settings() -> None:
     assert config.ready_timeout_seconds == 30
     with pytest.raises(ValueError, match="unknown launch_server settings: hang_after"):
         managed_server_config({"model": "m", "hang_after": 5})
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [("0", ("0",)), ("0,1", ("0", "1")), (" 2, 3 ", ("2", "3")), ("0+1,2+3", ("0,1", "2,3")),
+     (["0", 1], ("0", "1"))],
+)
+def test_gpus_become_one_server_each(spec: str | list[object], expected: tuple[str, ...]) -> None:
+    assert parse_gpus(spec) == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("spec", ["", ",", "a", "0,0", "0,-1", "0+x", "0+1,1+2"])
+def test_bad_gpu_lists_are_refused(spec: str) -> None:
+    with pytest.raises(ValueError):
+        parse_gpus(spec)
+
+
+def test_one_server_per_gpu_on_consecutive_ports() -> None:
+    config = managed_server_config({"model": "m", "port": 9000, "gpus": "0,1+2"})
+    servers = config.server_settings()
+    assert [(s.port, s.gpus) for s in servers] == [(9000, "0"), (9001, "1,2")]
+    assert vllm_env(servers[1], {"PATH": "/bin"}) == {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "1,2"}
+    assert vllm_env(VllmSettings("m"), {"CUDA_VISIBLE_DEVICES": "5"}) == {"CUDA_VISIBLE_DEVICES": "5"}
+    single = managed_server_config({"model": "m", "gpus": "3"})
+    assert [(s.port, s.gpus) for s in single.server_settings()] == [(8000, "3")]
+    assert managed_server_config({"model": "m"}).server_settings() == [VllmSettings("m")]

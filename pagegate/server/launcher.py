@@ -6,7 +6,9 @@ died; peers-vllm.md). Then one tiny page goes through the normal chat request, s
 first real pages do not pay for CUDA graph capture and the image processor's first use.
 
 The server runs in its own process group: vLLM starts engine-core and worker children,
-and a stop must reach them all, or a restarted server finds the GPU still taken. Its
+and a stop must reach them all, or a restarted server finds the GPU still taken. If
+pagegate itself is killed (kill -9, OOM killer) a small reaper process kills that group
+(pagegate/server/reaper.py; Linux only). Its
 merged stdout/stderr is read line by line into the `pagegate.vllm` logger, which the CLI
 routes into the Prefect run log (PREFECT_LOGGING_EXTRA_LOGGERS=pagegate).
 """
@@ -20,6 +22,7 @@ import io
 import logging
 import os
 import signal
+import sys
 from typing import Any
 
 import httpx
@@ -28,7 +31,7 @@ from PIL import Image
 from pagegate.clock import Clock, MonotonicClock
 from pagegate.errors import PagegateError
 from pagegate.profiles import get_profile
-from pagegate.server.settings import VllmSettings, vllm_argv
+from pagegate.server.settings import VllmSettings, vllm_argv, vllm_env
 from pagegate.vlm import build_chat_request
 
 SERVER_LOG = logging.getLogger("pagegate.vllm")
@@ -80,6 +83,7 @@ class VllmLauncher:
         self._probe_timeout = probe_timeout_seconds
         self._process: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
+        self._reaper: asyncio.subprocess.Process | None = None
         self._tail: collections.deque[str] = collections.deque(maxlen=40)
         self.starts = 0
 
@@ -103,7 +107,8 @@ class VllmLauncher:
         if self.alive:
             raise RuntimeError("the server is already running")
         argv = vllm_argv(self.settings)
-        log.info("starting server: %s", " ".join(argv))
+        gpus = f" on GPU {self.settings.gpus}" if self.settings.gpus is not None else ""
+        log.info("starting server%s: %s", gpus, " ".join(argv))
         self._tail.clear()
         try:
             self._process = await asyncio.create_subprocess_exec(
@@ -113,11 +118,13 @@ class VllmLauncher:
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,
                 limit=LINE_LIMIT,
+                env=vllm_env(self.settings, os.environ),
             )
         except OSError as exc:
             raise ServerLaunchError(f"cannot run {argv[0]!r}: {exc}") from exc
         self.starts += 1
         self._reader = asyncio.create_task(self._stream_output(self._process))
+        self._reaper = await self._start_reaper(self._process.pid)
         try:
             await self._wait_ready()
             await self._warm_up()
@@ -148,6 +155,24 @@ class VllmLauncher:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reader
             self._reader = None
+        reaper, self._reaper = self._reaper, None
+        if reaper is not None and reaper.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                reaper.kill()  # SIGKILL: its SIGTERM handler would kill the (gone) group
+            await reaper.wait()
+
+    @staticmethod
+    async def _start_reaper(group: int) -> asyncio.subprocess.Process | None:
+        """The process that kills the server's group if pagegate dies (None: not started)."""
+        try:
+            return await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "pagegate.server.reaper", str(os.getpid()), str(group),
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+            )
+        except OSError as exc:
+            log.warning("no reaper for the server's processes: %s", exc)
+            return None
 
     @staticmethod
     def _signal(process: asyncio.subprocess.Process, sig: signal.Signals) -> None:

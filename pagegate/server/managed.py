@@ -1,10 +1,14 @@
-"""A launched and supervised server for the length of a run (an async context manager)."""
+"""Launched and supervised servers for the length of a run (async context managers).
+
+One server, or one per GPU (`gpus`): each gets CUDA_VISIBLE_DEVICES and its own port
+(consecutive from `port`), its own watchdog, and the run routes pages over them.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -13,7 +17,7 @@ import httpx
 from pagegate.clock import Clock
 from pagegate.config import RunConfig
 from pagegate.server.launcher import VllmLauncher
-from pagegate.server.settings import VllmSettings
+from pagegate.server.settings import VllmSettings, parse_gpus
 from pagegate.server.watchdog import Supervisor, WatchdogConfig, WatchLimits
 
 
@@ -39,21 +43,54 @@ async def open_managed_server(
     stop_timeout_seconds: float = 10.0,
 ) -> AsyncIterator[ManagedServerHandle]:
     """Start the server (ready and warmed up), supervise it, and stop both on exit."""
-    launcher = VllmLauncher(
-        settings, http=http, clock=clock, profile=profile,
+    async with open_managed_servers(
+        [settings], http=http, clock=clock, watchdog=watchdog, profile=profile,
         ready_timeout_seconds=ready_timeout_seconds, stop_timeout_seconds=stop_timeout_seconds,
-    )
-    await launcher.start()
-    supervisor = Supervisor(launcher, root_url=settings.root_url, http=http, clock=clock,
-                            config=watchdog)
-    task = asyncio.create_task(supervisor.run(), name="pagegate-server-watchdog")
+    ) as [server]:
+        yield server
+
+
+@contextlib.asynccontextmanager
+async def open_managed_servers(
+    settings: Sequence[VllmSettings],
+    *,
+    http: httpx.AsyncClient,
+    clock: Clock,
+    watchdog: WatchdogConfig | None = None,
+    profile: str = "olmocr-2",
+    ready_timeout_seconds: float = 1200.0,
+    stop_timeout_seconds: float = 10.0,
+) -> AsyncIterator[list[ManagedServerHandle]]:
+    """Start every server at once (vLLM takes minutes to load), supervise each, stop all.
+
+    If one cannot start, the others are stopped and its ServerLaunchError is raised.
+    """
+    launchers = [
+        VllmLauncher(one, http=http, clock=clock, profile=profile,
+                     ready_timeout_seconds=ready_timeout_seconds,
+                     stop_timeout_seconds=stop_timeout_seconds)
+        for one in settings
+    ]
+    watchers: list[asyncio.Task[None]] = []
     try:
-        yield ManagedServerHandle(launcher, supervisor)
+        started = await asyncio.gather(*(lr.start() for lr in launchers), return_exceptions=True)
+        for outcome in started:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        handles = []
+        for launcher in launchers:
+            supervisor = Supervisor(launcher, root_url=launcher.settings.root_url, http=http,
+                                    clock=clock, config=watchdog)
+            watchers.append(asyncio.create_task(
+                supervisor.run(), name=f"pagegate-server-watchdog-{launcher.settings.port}"
+            ))
+            handles.append(ManagedServerHandle(launcher, supervisor))
+        yield handles
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await launcher.stop()
+        for task in watchers:
+            task.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)
+        await asyncio.gather(*(lr.stop() for lr in launchers))
 
 
 @dataclass(frozen=True)
@@ -64,6 +101,14 @@ class ManagedServerConfig:
     watchdog: WatchdogConfig = field(default_factory=WatchdogConfig)
     ready_timeout_seconds: float = 1200.0
     stop_timeout_seconds: float = 10.0
+    per_gpu: tuple[str, ...] = ()  # one server per item (CUDA_VISIBLE_DEVICES), ports from vllm.port
+
+    def server_settings(self) -> list[VllmSettings]:
+        """The settings of each server to launch: one, or one per GPU on consecutive ports."""
+        if not self.per_gpu:
+            return [self.vllm]
+        return [replace(self.vllm, port=self.vllm.port + i, gpus=gpus)
+                for i, gpus in enumerate(self.per_gpu)]
 
 
 _WATCHDOG_KEYS = {
@@ -79,7 +124,7 @@ def managed_server_config(params: Mapping[str, Any]) -> ManagedServerConfig:
     unknown = sorted(set(params) - vllm_keys - _WATCHDOG_KEYS - _LAUNCH_KEYS)
     if unknown:
         raise ValueError(f"unknown launch_server settings: {', '.join(unknown)}")
-    vllm_values = {k: v for k, v in params.items() if k in vllm_keys}
+    vllm_values = {k: v for k, v in params.items() if k in vllm_keys and k != "gpus"}
     if "extra_args" in vllm_values:
         vllm_values["extra_args"] = tuple(vllm_values["extra_args"])
     default = WatchdogConfig()
@@ -97,8 +142,13 @@ def managed_server_config(params: Mapping[str, Any]) -> ManagedServerConfig:
             params.get("restart_refill_seconds", default.restart_refill_seconds)
         ),
     )
+    gpus = params.get("gpus")
+    per_gpu = parse_gpus(gpus) if gpus not in (None, "", []) else ()
+    if len(per_gpu) == 1:  # one server: it just gets CUDA_VISIBLE_DEVICES
+        vllm_values["gpus"], per_gpu = per_gpu[0], ()
     return ManagedServerConfig(
         vllm=VllmSettings(**vllm_values),
+        per_gpu=per_gpu,
         watchdog=watchdog,
         ready_timeout_seconds=float(params.get("ready_timeout_seconds", 1200.0)),
         stop_timeout_seconds=float(params.get("stop_timeout_seconds", 10.0)),
@@ -109,19 +159,23 @@ def managed_server_config(params: Mapping[str, Any]) -> ManagedServerConfig:
 async def open_run_server(
     config: RunConfig, *, http: httpx.AsyncClient, clock: Clock
 ) -> AsyncIterator[RunConfig]:
-    """The run's config, pointed at a launched server when it asks for one.
+    """The run's config, pointed at launched servers when it asks for them.
 
-    Without `managed_server` the config comes back as it is (an external server).
-    With it, the server is started (ready, warmed up) and supervised until exit, and
-    the config's server_url and model name follow the launched server.
+    Without `managed_server` the config comes back as it is (external servers). With
+    it, the server (or one per GPU) is started, ready and warmed up, and supervised until
+    exit; the config's server_url (and server_urls, for several) and model name follow.
     """
     managed = config.managed_server
     if managed is None:
         yield config
         return
-    async with open_managed_server(
-        managed.vllm, http=http, clock=clock, watchdog=managed.watchdog, profile=config.profile,
-        ready_timeout_seconds=managed.ready_timeout_seconds,
+    if config.server_urls:
+        raise ValueError("server_urls and a launched server exclude each other")
+    async with open_managed_servers(
+        managed.server_settings(), http=http, clock=clock, watchdog=managed.watchdog,
+        profile=config.profile, ready_timeout_seconds=managed.ready_timeout_seconds,
         stop_timeout_seconds=managed.stop_timeout_seconds,
-    ) as server:
-        yield replace(config, server_url=server.base_url, model=managed.vllm.served_model_name)
+    ) as servers:
+        urls = tuple(server.base_url for server in servers)
+        yield replace(config, server_url=urls[0], server_urls=urls if len(urls) > 1 else (),
+                      model=managed.vllm.served_model_name)

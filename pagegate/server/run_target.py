@@ -1,6 +1,8 @@
 """Which server a run talks to, from the command line's --server and --model.
 
 - `--server URL`: an external server; --model is its served name (default "olmocr").
+  Repeated (`--server A --server B`): several servers, one gate each, pages routed to the
+  least-loaded one (flow parameter server_urls).
 - no --server, `--model MODEL`: launch `vllm serve MODEL` (or --vllm-command) and
   supervise it; requests use its served name.
 - neither: the default external server on 127.0.0.1:8000, served name "olmocr".
@@ -8,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 DEFAULT_SERVER_URL = "http://127.0.0.1:8000/v1"
@@ -16,7 +18,7 @@ DEFAULT_SERVED_NAME = "olmocr"
 
 
 def run_target_params(
-    server: str | None, model: str | None, launch: Mapping[str, Any]
+    server: str | Sequence[str] | None, model: str | None, launch: Mapping[str, Any]
 ) -> dict[str, Any]:
     """Flow parameters (server_url, model, launch_server) for the run's server.
 
@@ -25,6 +27,17 @@ def run_target_params(
     error rather than silently ignored.
     """
     chosen = {k: v for k, v in launch.items() if v is not None and v != ()}
+    servers = [server] if isinstance(server, str) else list(server or [])
+    if len(set(servers)) < len(servers):
+        raise ValueError("the same --server is given twice")
+    if len(servers) > 1:
+        if chosen:
+            raise ValueError(
+                f"{', '.join(sorted(chosen))} only apply to a launched server (drop --server)"
+            )
+        return {"server_url": servers[0], "server_urls": servers,
+                "model": model or DEFAULT_SERVED_NAME, "launch_server": None}
+    server = servers[0] if servers else None
     if server is not None:
         if chosen:
             raise ValueError(

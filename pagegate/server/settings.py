@@ -11,6 +11,7 @@ empty `limit_mm_per_prompt` is left out too, so the command line can drop it.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 DEFAULT_COMMAND = "vllm serve {model}"
@@ -37,6 +38,7 @@ class VllmSettings:
     max_num_seqs: int | None = None
     limit_mm_per_prompt: str | None = '{"video": 0}'
     extra_args: tuple[str, ...] = ()
+    gpus: str | None = None  # CUDA_VISIBLE_DEVICES of the server ("1", "2,3"); None: inherited
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -61,6 +63,30 @@ class VllmSettings:
     def base_url(self) -> str:
         """The OpenAI base URL pages are sent to."""
         return f"{self.root_url}/v1"
+
+
+def vllm_env(settings: VllmSettings, base: Mapping[str, str]) -> dict[str, str]:
+    """The server's environment: `base` with CUDA_VISIBLE_DEVICES set when `gpus` is."""
+    env = dict(base)
+    if settings.gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = settings.gpus
+    return env
+
+
+def parse_gpus(spec: str | Sequence[str]) -> tuple[str, ...]:
+    """One server per item: "0,1" -> ("0", "1"); "0+1,2+3" -> ("0,1", "2,3") (two servers,
+    two GPUs each, for tensor parallelism). A list is taken item by item the same way."""
+    items = spec.split(",") if isinstance(spec, str) else [str(i) for i in spec]
+    gpus = tuple(item.strip().replace("+", ",") for item in items if item.strip())
+    if not gpus:
+        raise ValueError("gpus is empty")
+    for group in gpus:
+        if not all(part.strip().isdigit() for part in group.split(",")):
+            raise ValueError(f"not a GPU index: {group!r}")
+    indices = [part.strip() for group in gpus for part in group.split(",")]
+    if len(set(indices)) < len(indices):  # two servers on one GPU would fight for its memory
+        raise ValueError("a GPU is listed twice")
+    return gpus
 
 
 def vllm_argv(settings: VllmSettings) -> list[str]:

@@ -33,6 +33,7 @@ import contextlib
 import hashlib
 import json
 import math
+import signal
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -97,12 +98,18 @@ class SimConfig:
     """Landscape images get is_rotation_valid false and rotation_correction 90."""
     reject_status_every: int = 0
     """Every k-th chat request gets 503 before reaching the engine (0 = never)."""
+    hang_after_requests: int = 0
+    """Fault: the engine stops stepping once this many chat requests arrived (0 = never).
+    The API, /health and /metrics still answer; requests wait forever and the token
+    counters stay flat (vLLM #39863). SIGUSR1 to the process does the same at once."""
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.time_scale) and self.time_scale > 0):
             raise ValueError("time_scale must be a positive number")
         if self.reject_status_every < 0:
             raise ValueError("reject_status_every must be >= 0")
+        if self.hang_after_requests < 0:
+            raise ValueError("hang_after_requests must be >= 0")
         if not self.served_model_name:
             raise ValueError("served_model_name must not be empty")
         for name in ("crash_waiting", "host_mem_limit_mb", "max_num_queued_reqs"):
@@ -148,10 +155,16 @@ class SimEngine:
         self._task: asyncio.Task[None] | None = None
         self._crash_listeners: list[Callable[[], None]] = []
         self._crash_announced = False
+        self.hung = False
+        self._stuck: set[str] = set()  # requests that arrived after the hang
 
     @property
     def crashed(self) -> bool:
         return self.model.crashed
+
+    def hang(self) -> None:
+        """Stop stepping the engine for good (a hung engine; only a restart helps)."""
+        self.hung = True
 
     def on_crash(self, listener: Callable[[], None]) -> None:
         """Call `listener` once, right after the requests in flight have been failed."""
@@ -178,6 +191,12 @@ class SimEngine:
         """
         self.start()
         future: asyncio.Future[Finished] = asyncio.get_running_loop().create_future()
+        limit = self.config.hang_after_requests
+        if limit and self.requests_seen >= limit:
+            self.hang()
+        if self.hung:  # queued in name only: it waits forever
+            self._stuck.add(req_id)
+            return future
         self.model.submit(req_id, prompt, output, max_tokens, self.clock.now())
         self._waiters[req_id] = future
         self.refresh()
@@ -187,12 +206,20 @@ class SimEngine:
 
     def abort(self, req_id: str) -> None:
         self._waiters.pop(req_id, None)
+        if req_id in self._stuck:
+            self._stuck.discard(req_id)
+            return
+        if self.hung:  # the frozen engine keeps it, as a hung vLLM does
+            return
         if not self.model.crashed:
             self.model.abort(req_id, self.clock.now())
         self.refresh()
 
     def refresh(self) -> MetricsSnapshot:
         """Bring the model up to now, deliver finished requests, and return its metrics."""
+        if self.hung:  # time stands still inside; requests that came since wait
+            frozen = self.model.snapshot()
+            return replace(frozen, waiting=frozen.waiting + len(self._stuck))
         for done in self.model.advance(self.clock.now()):
             future = self._waiters.pop(done.req_id, None)
             if future is not None and not future.done():
@@ -212,7 +239,7 @@ class SimEngine:
         assert self._wake is not None
         while not self.model.crashed:
             self.refresh()
-            next_at = self.model.next_event_at()
+            next_at = None if self.hung else self.model.next_event_at()
             self._wake.clear()
             if next_at is None:
                 await self._wake.wait()
@@ -573,6 +600,8 @@ async def serve_sim(
         server.should_exit = True
 
     engine.on_crash(shut_down)
+    with contextlib.suppress(NotImplementedError, RuntimeError):  # no signals off Unix
+        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, engine.hang)
     serving = asyncio.create_task(server.serve(), name="sim-uvicorn")
     while not server.started and not serving.done():
         await asyncio.sleep(0.01)  # uvicorn has no "listening" hook; poll its flag

@@ -57,6 +57,9 @@ def sim_command(
     reject_status_every: Annotated[
         int, typer.Option(help="Fault: every k-th chat request gets 503 (0 = never).")
     ] = 0,
+    hang_after_requests: Annotated[
+        int, typer.Option(help="Fault: the engine hangs (API still up, tokens flat) after this many chat requests; SIGUSR1 hangs it at once (0 = never).")
+    ] = 0,
 ) -> None:
     """Serve a simulated vLLM server (OpenAI API, /health, /metrics) until stopped or crashed."""
     try:
@@ -75,6 +78,7 @@ def sim_command(
             garbage_below_temperature=garbage_below_temperature,
             rotate_landscape=rotate_landscape,
             reject_status_every=reject_status_every,
+            hang_after_requests=hang_after_requests,
         )
         config.server_profile()
     except ValueError as exc:
