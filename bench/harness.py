@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import heapq
 import json
 import logging
 import math
@@ -131,31 +132,62 @@ class ClosedLoop:
     preemptions: int
 
 
-def model_closed_loop(profile_name: str, concurrency: int, outputs: Sequence[int]) -> ClosedLoop | None:
+def model_closed_loop(
+    profile_name: str,
+    concurrency: int,
+    outputs: Sequence[int],
+    *,
+    request_timeout_s: float | None = REQUEST_TIMEOUT_S,
+) -> ClosedLoop | None:
     """Keep `concurrency` of these pages in flight on the pure model; None if it dies.
 
     Like `pagegate.sim.workload.run_closed_loop`, but with the workload's own pages
     (their output lengths), so it is comparable page for page with the HTTP runs: on a
-    short workload the longest pages alone set the drain tail.
+    short workload the longest pages alone set the drain tail. A request that outlives
+    the client's request timeout is aborted and sent again, as the production client
+    does (a timeout is a capacity error): on a saturated L40S the longest pages of a
+    workload take over 600 s, and a yardstick without the timeout would be one that no
+    client with production settings can reach.
     """
     profile = get_server_profile(profile_name)
     model = ServerModel(profile, start=0.0)
     max_tokens = get_profile(DEFAULT_PROFILE).max_tokens
     done: list[float] = []
-    sent = 0
+    deadlines: list[tuple[float, str, int]] = []  # (give up at, request id, page index)
+    open_requests: set[str] = set()
+    sent = requests = 0
+
+    def submit(page: int, now: float) -> None:
+        nonlocal requests
+        req_id = f"r{requests}"
+        requests += 1
+        model.submit(req_id, TYPICAL_PROMPT_TOKENS, outputs[page], max_tokens, now)
+        open_requests.add(req_id)
+        if request_timeout_s is not None:
+            heapq.heappush(deadlines, (now + request_timeout_s, req_id, page))
 
     def send(now: float) -> None:
         nonlocal sent
-        model.submit(f"p{sent}", TYPICAL_PROMPT_TOKENS, outputs[sent], max_tokens, now)
+        submit(sent, now)
         sent += 1
 
     for _ in range(min(concurrency, len(outputs))):
         send(0.0)
     while not model.crashed and len(done) < len(outputs):
+        while deadlines and deadlines[0][1] not in open_requests:
+            heapq.heappop(deadlines)  # answered in time
         at = model.next_event_at()
         if at is None:
             break
+        if deadlines and deadlines[0][0] < at:
+            give_up_at, req_id, page = heapq.heappop(deadlines)
+            model.advance(give_up_at)  # nothing finishes before the next event
+            model.abort(req_id, give_up_at)
+            open_requests.discard(req_id)
+            submit(page, give_up_at)
+            continue
         for finished in model.advance(at):
+            open_requests.discard(finished.req_id)
             done.append(finished.finished_at)
             if sent < len(outputs) and not model.crashed:
                 send(at)
@@ -203,6 +235,9 @@ class _TapPermit:
     def finish(self, outcome: Outcome) -> None:
         self.outcome = outcome
         self.inner.finish(outcome)
+
+    def sent(self) -> None:
+        self.inner.sent()
 
 
 class Metered:

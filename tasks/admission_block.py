@@ -114,7 +114,7 @@ class AdmissionGate(Block):
     first_unit_pages: int = Field(
         default=_DEFAULTS.first_unit_pages,
         ge=1,
-        description="Pages in the first unit, before any drain rate has been measured.",
+        description="Pages in the first unit, before any page has completed.",
     )
     initial_concurrency: int = Field(
         default=_DEFAULTS.initial_concurrency,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import replace
 
@@ -22,14 +23,18 @@ from pagegate.admission.policy import (
     dispatch,
     drain_rate,
     initial_state,
+    mean_latency,
     next_token_at,
     next_wake_at,
     observe,
     observe_failure,
     on_outcome,
+    pace_rate,
     page_allowance,
+    page_room,
     pause_reason,
     remove_waiter,
+    service_rate,
     unavailable,
     unit_size,
     waiting_band,
@@ -357,13 +362,28 @@ def test_no_release_without_uncredited_waiters() -> None:
     assert decide_release(state, 31.0, CFG).reason is Reason.NO_DEMAND
 
 
-@pytest.mark.parametrize(("left", "releases"), [(65, False), (64, True), (10, True), (0, True)])
-def test_refill_only_when_under_a_quarter_of_the_last_unit_is_left(left: int, releases: bool) -> None:
+@pytest.mark.parametrize(
+    ("left", "room", "releases"),
+    [
+        (257, 0, False),    # over a quarter of the 1,024-page first unit left, C is full
+        (256, 0, True),     # a quarter left: refill
+        (10, 0, True),
+        (0, 0, True),
+        (300, 299, False),  # the page level could use less than the credits left
+        (300, 300, False),
+        (300, 301, True),   # C has more room than the credits can fill: refill now
+    ],
+)
+def test_refill_when_under_a_quarter_is_left_or_the_page_level_has_more_room(
+    left: int, room: int, releases: bool
+) -> None:
     state = observe(initial_state(0.0, CFG), reading(0.0), CFG)
-    state = released(with_waiters(state, 10_000), 0.0)  # 256 credits: a quarter is 64
-    state, units = send(state, 1, 0.0)
+    state = released(with_waiters(state, 10_000), 0.0)
+    assert state.last_unit_pages == 1024
+    state, units = send(state, 2, 0.0)
     state = on_outcome(state, Outcome.OK, units[0], 1.0, CFG)
-    state = observe(replace(state, credits=((1, left),) if left else ()), reading(40.0), CFG)
+    state = observe(state, reading(40.0, running=1, kv=0.95), CFG)  # KV pressure: C holds
+    state = replace(state, credits=((1, left),) if left else (), limit=state.in_flight + room)
     decision = decide_release(state, 40.0, CFG)
     assert decision.release is releases
     if not releases:
@@ -415,31 +435,93 @@ def _with_drain(rate: float, busy_seconds: float = 60.0) -> GateState:
     return replace(state, drain_num=rate * busy_seconds, drain_den=busy_seconds)
 
 
+def _sized(
+    *,
+    drain: float | None = None,
+    latency: float | None = None,
+    in_flight: int = 0,
+    limit: int | None = None,
+    credits: int = 0,
+    starved: bool = False,
+    last: int = 0,
+) -> GateState:
+    state = initial_state(0.0, CFG) if drain is None else _with_drain(drain)
+    if latency is not None:  # ten pages that took `latency` each
+        state = replace(state, latency_num=10 * latency, latency_den=10.0, latency_at=0.0)
+    return replace(
+        state,
+        in_flight=in_flight,
+        limit=in_flight if limit is None else limit,
+        credits=((1, credits),) if credits else (),
+        starved=starved,
+        last_unit_pages=last,
+    )
+
+
 @pytest.mark.parametrize(
-    ("rate", "starved", "last", "pages"),
+    ("state", "pages"),
     [
-        (None, False, 0, 256),     # no measurement: the first unit
-        (None, True, 256, 512),    # ran dry while the server had room: double
-        (2.0, False, 256, 90),     # 2 pages/s x 30 s x 1.5
-        (4.5, False, 90, 203),     # an H100: ceil(202.5)
-        (0.1, False, 90, 16),      # clamped to min_unit_pages
-        (200.0, False, 90, 3200),  # clamped to max_unit_pages
-        (2.0, True, 90, 180),      # starvation beats the estimate
-        (2.0, True, 3000, 3200),   # but not the clamp
+        (_sized(), 1024),                               # nothing completed yet: the first unit
+        (_sized(starved=True, last=1024), 2048),        # ran dry while the server had room: double
+        (_sized(drain=2.0), 90),                        # 2 pages/s x 30 s x 1.5
+        (_sized(drain=4.5), 203),                       # an H100: ceil(202.5)
+        (_sized(drain=2.0, in_flight=40, limit=100, credits=20), 130),  # + room 100 - 40 - 20
+        (_sized(drain=2.0, in_flight=40, limit=50, credits=20), 90),    # no room: credits cover C
+        (_sized(latency=50.0, in_flight=100), 90),      # Little: 100 in flight / 50 s = 2 pages/s
+        (_sized(drain=1.0, latency=50.0, in_flight=100), 90),  # the larger estimate wins
+        (_sized(drain=3.0, latency=50.0, in_flight=100), 135),
+        (_sized(drain=0.1), 16),                        # clamped to min_unit_pages
+        (_sized(drain=200.0), 3200),                    # clamped to max_unit_pages
+        (_sized(drain=2.0, starved=True, last=90), 180),  # starvation beats the estimate
+        (_sized(drain=2.0, starved=True, last=3000), 3200),  # but not the clamp
     ],
 )
-def test_unit_size(rate: float | None, starved: bool, last: int, pages: int) -> None:
-    state = initial_state(0.0, CFG) if rate is None else _with_drain(rate)
-    state = replace(state, starved=starved, last_unit_pages=last)
+def test_unit_size(state: GateState, pages: int) -> None:
     assert unit_size(state, CFG) == pages
+
+
+def test_page_room_is_what_c_allows_beyond_flight_and_credits() -> None:
+    assert page_room(_sized(in_flight=40, limit=100, credits=20), CFG) == 40
+    assert page_room(_sized(in_flight=40, limit=50, credits=20), CFG) == 0
+    capped = GateConfig(max_in_flight_pages=60)
+    assert page_room(_sized(in_flight=40, limit=100), capped) == 20
+
+
+def test_latency_is_a_decayed_mean_of_completed_pages() -> None:
+    state = observe(initial_state(0.0, CFG), reading(0.0), CFG)
+    state = released(with_waiters(state, 10), 0.0)
+    state, units = send(state, 3, 0.0)
+    assert mean_latency(state) is None and service_rate(state, CFG) is None
+    state = on_outcome(state, Outcome.OK, units[0], 10.0, CFG, dispatched_at=0.0)
+    state = on_outcome(state, Outcome.OK, units[1], 10.0, CFG, dispatched_at=-20.0)
+    assert mean_latency(state) == pytest.approx(20.0)
+    assert service_rate(state, CFG) == pytest.approx(1 / 20.0)  # 1 in flight / 20 s
+    # A page the server did not finish says nothing about latency.
+    state = on_outcome(state, Outcome.CAPACITY, units[2], 10.0, CFG, dispatched_at=-1000.0)
+    assert mean_latency(state) == pytest.approx(20.0)
+    # One drain window later, the old pages weigh e^-1 each against a new one of 5 s.
+    state = replace(state, in_flight=1)
+    state = on_outcome(state, Outcome.OK, units[0], 70.0, CFG, dispatched_at=65.0)
+    w = math.exp(-1.0)
+    assert mean_latency(state) == pytest.approx((w * 40.0 + 5.0) / (w * 2 + 1))
+
+
+def test_pacing_follows_the_drain_from_the_first_completions() -> None:
+    state = initial_state(0.0, CFG)
+    assert pace_rate(state, CFG) == CFG.pace_min_rate  # nothing measured: the floor
+    fast = replace(state, drain_num=27.0, drain_den=1.0)  # one busy second, 27 pages
+    assert drain_rate(fast, CFG) is None  # not yet trusted for sizing...
+    assert pace_rate(fast, CFG) == pytest.approx(54.0)  # ...but pacing follows it already
+    slow = replace(state, drain_num=1.0, drain_den=1.0)
+    assert pace_rate(slow, CFG) == CFG.pace_min_rate
 
 
 def test_drain_rate_counts_busy_time_from_the_first_completion() -> None:
     state = observe(initial_state(0.0, CFG), reading(0.0), CFG)
     state = released(with_waiters(state, 1000), 0.0)
     state, _ = send(state, 10, 0.0)
-    for t in range(1, 40):  # 39 s of latency, no completion: not counted as zero drain
-        state = observe(state, reading(float(t)), CFG)
+    for second in range(1, 40):  # 39 s of latency, no completion: not counted as zero drain
+        state = observe(state, reading(float(second)), CFG)
     assert state.drain_den == 0.0
     t = 40.0
     for i in range(120):  # then 2 pages/s for 60 s
@@ -466,7 +548,7 @@ def test_starved_is_set_when_credits_ran_out_with_room_and_cleared_by_a_release(
     state = on_outcome(replace(state, in_flight=1), Outcome.OK, 1, 6.0, CFG)
     state = observe(state, reading(30.0), CFG)
     decision = decide_release(state, 30.0, CFG)
-    assert decision.pages == 512  # the first unit (256) ran dry: double it
+    assert decision.pages == 2048  # the first unit (1,024) ran dry: double it
     assert not apply_release(state, decision, 30.0, CFG).starved
 
 
@@ -498,9 +580,14 @@ def _steady(limit: int, in_flight: int, *, peak: float = 0.0, slow_start: bool =
         (64, 64, True, {"running": 64, "kv": 0.8}, 72),  # 64 x (0.9 - 0.8) / 0.8 = 8
         # additive growth after the first cut: 5 %
         (100, 100, False, {"running": 100}, 105),
-        (10, 10, False, {"running": 10}, 11),
-        # inside the band (high = max(2, 0.05 x peak 100) = 5, low = 1.25): hold
-        (100, 100, False, {"running": 100, "waiting": 3}, 100),
+        # far below half the peak (100): regrow like slow start, bounded by the KV room
+        (10, 10, False, {"running": 10}, 20),
+        (10, 10, False, {"running": 10, "kv": 0.5}, 18),  # + 10 x (0.9 - 0.5) / 0.5 = 8
+        # inside the band (high = max(2, 0.05 x peak 100) = 5, low = 1.25): hold...
+        (100, 100, False, {"running": 100, "waiting": 3, "kv": 0.6}, 100),
+        # ...unless the cache is under half the ceiling: a batch still filling up
+        (100, 100, False, {"running": 100, "waiting": 3, "kv": 0.3}, 105),
+        (100, 100, False, {"running": 100, "waiting": 5, "kv": 0.3}, 100),  # at high: hold
         # above the band: cut half the excess off what is in flight
         (100, 100, False, {"running": 90, "waiting": 15}, 95),
         (120, 100, False, {"running": 90, "waiting": 15}, 95),
@@ -520,10 +607,36 @@ def test_concurrency_limit_steering(
     assert state.limit == expected
 
 
+def test_additive_growth_on_a_small_limit_is_one_page() -> None:
+    state = _steady(10, 10, peak=12.0, slow_start=False)
+    state = observe(state, reading(1.0, running=10), CFG)
+    assert state.limit == 11
+
+
 def test_a_cut_ends_slow_start() -> None:
     state = _steady(100, 100, peak=100.0)
-    state = observe(state, reading(1.0, running=90, waiting=30), CFG)
+    state = observe(state, reading(1.0, running=90, waiting=30, kv=0.6), CFG)
     assert not state.slow_start
+
+
+@pytest.mark.parametrize(
+    ("kv", "running_before", "running", "slow_start"),
+    [
+        (0.2, 0, 40, True),    # cache mostly empty, batch growing: prefill rate, keep ramping
+        (0.2, 40, 60, True),   # still growing since the last cut
+        (0.2, 60, 60, False),  # the batch stopped growing: slots bind
+        (0.45, 0, 60, False),  # cache half full: the end of the ramp
+        (0.6, 0, 60, False),
+    ],
+)
+def test_a_queue_while_the_batch_still_grows_keeps_slow_start(
+    kv: float, running_before: int, running: int, slow_start: bool
+) -> None:
+    state = replace(_steady(100, 100, peak=float(running_before)), cut_running=running_before)
+    state = observe(state, reading(1.0, running=running, waiting=30, kv=kv), CFG)
+    assert state.limit < 100  # the queue is cut either way
+    assert state.slow_start is slow_start
+    assert state.cut_running == running
 
 
 def test_repeated_readings_of_one_overload_do_not_compound_the_cut() -> None:
@@ -666,7 +779,7 @@ class Referee:
         self.config = config
         self.now = 0.0
         self.state = initial_state(0.0, config)
-        self.pages: list[int] = []
+        self.pages: list[tuple[int, float]] = []  # (unit, dispatched at)
         self.queued = 0
         self.releases: list[float] = []
         self.latest_unit_done = 0
@@ -712,10 +825,12 @@ class Referee:
     def page_finishes(self, index: int, outcome: Outcome) -> None:
         if not self.pages:
             return
-        unit = self.pages.pop(index % len(self.pages))
+        unit, sent_at = self.pages.pop(index % len(self.pages))
         if outcome.server_finished and unit == self.state.units_released:
             self.latest_unit_done += 1
-        self.state = on_outcome(self.state, outcome, unit, self.now, self.config)
+        self.state = on_outcome(
+            self.state, outcome, unit, self.now, self.config, dispatched_at=sent_at
+        )
 
     def decide(self) -> None:
         config, state, now = self.config, self.state, self.now
@@ -742,7 +857,7 @@ class Referee:
             assert pause_reason(self.state, now, config) is None, "page sent while paused"
         for _ in range(allowed):
             self.state, unit = dispatch(self.state, now, config)
-            self.pages.append(unit)
+            self.pages.append((unit, now))
             self.queued -= 1
         self.peak_in_flight = max(self.peak_in_flight, self.state.in_flight)
         wake = next_wake_at(self.state, decide_release(self.state, now, config), now, config)
@@ -865,7 +980,7 @@ def test_long_random_walk_exercises_every_rule() -> None:
         else:
             ref.decide()
         ref.check()
-    assert len(ref.releases) > 200
+    assert len(ref.releases) > 150
     assert ref.peak_in_flight == MACHINE_CONFIG.max_in_flight_pages  # the cap was reached
     for reason in (Reason.COOLDOWN, Reason.PROGRESS, Reason.PEAK_RATIO, Reason.STALE,
                    Reason.SCRAPE_FAILED, Reason.CREDITS_LEFT, Reason.NO_DEMAND,

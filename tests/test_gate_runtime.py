@@ -191,6 +191,66 @@ def test_a_finished_page_wakes_the_loop_to_admit_the_next() -> None:
     run(scenario)
 
 
+# ------------------------------------------------------------------------- frontend gap, latency
+
+
+def test_frontend_gap_counts_only_requests_sent_a_poll_interval_ago() -> None:
+    """Pages still rendering inside their permit are not a backlog in the server's front end."""
+
+    async def scenario() -> None:
+        clock = FakeClock()
+        metrics = ScriptedMetrics(clock)  # the engine sees nothing of ours
+        async with Gate(unit_of(64), metrics, clock) as gate:
+            permits: list[Any] = []
+            hold = asyncio.Event()
+
+            async def page() -> None:
+                async with gate.slot("g") as permit:
+                    permits.append(permit)
+                    await hold.wait()
+
+            tasks = [asyncio.create_task(page()) for _ in range(20)]
+            await settle()
+            assert len(permits) == 20
+            for _ in range(3):  # 20 pages "rendering": admitted, nothing sent
+                await clock.advance(1.0)
+            assert gate.snapshot()["queue_estimate"] == 0.0
+
+            for permit in permits[:10]:
+                permit.sent()
+                permit.sent()  # twice is harmless
+            await clock.advance(1.0)  # sent at t = 3, scraped at t = 4: in transit, not stuck
+            assert gate.snapshot()["queue_estimate"] == 0.0
+            await clock.advance(1.0)  # a poll interval later the engine still counts none
+            assert gate.snapshot()["queue_estimate"] == 10 - 4  # beyond the tolerance of 4
+
+            hold.set()
+            await asyncio.gather(*tasks)
+            await clock.advance(1.0)
+            assert gate.snapshot()["queue_estimate"] == 0.0  # finished pages leave the count
+
+    run(scenario)
+
+
+def test_page_latency_reaches_the_policy() -> None:
+    async def scenario() -> None:
+        clock = FakeClock()
+        async with Gate(unit_of(8), ScriptedMetrics(clock, running=2), clock) as gate:
+            workers = Workers(gate)
+            workers.start(2)
+            await settle()
+            assert gate.snapshot()["mean_latency"] is None
+            await clock.advance(12.0)
+            workers.finish(0)
+            await settle()
+            snap = gate.snapshot()
+            assert snap["mean_latency"] == pytest.approx(12.0)
+            assert snap["service_rate"] == pytest.approx(1 / 12.0)  # Little: 1 in flight / 12 s
+            await workers.stop()
+
+    run(scenario)
+
+
 # ------------------------------------------------------------------------- permits come back
 
 

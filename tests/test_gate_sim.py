@@ -106,6 +106,7 @@ async def _burst(
 
         async def page(i: int) -> int:
             async with admission.slot(f"group-{i // 40}") as permit:
+                permit.sent()
                 response = await http.post(f"{base_url}/chat/completions", json=bodies[i])
                 permit.finish(Outcome.OK if response.status_code == 200 else Outcome.CAPACITY)
                 return response.status_code
@@ -176,7 +177,7 @@ def run_gate_on_model(profile_name: str, pages: int, config: GateConfig | None =
     state = P.initial_state(0.0, config)
     for _ in range(pages):
         state = P.add_waiter(state)
-    unit_of: dict[str, int] = {}
+    unit_of: dict[str, tuple[int, float]] = {}  # request -> (unit, dispatched at)
     finished_at: list[float] = []
     now, next_poll, wake, sent = 0.0, 0.0, None, 0
     max_waiting, max_kv = 0, 0.0
@@ -188,7 +189,8 @@ def run_gate_on_model(profile_name: str, pages: int, config: GateConfig | None =
             candidates.append(max(wake, now))
         now = min(candidates)
         for done in model.advance(now):
-            state = P.on_outcome(state, Outcome.OK, unit_of.pop(done.req_id), now, config)
+            unit, dispatched_at = unit_of.pop(done.req_id)
+            state = P.on_outcome(state, Outcome.OK, unit, now, config, dispatched_at=dispatched_at)
             finished_at.append(done.finished_at)
         if now >= next_poll:
             s = model.snapshot()
@@ -210,7 +212,7 @@ def run_gate_on_model(profile_name: str, pages: int, config: GateConfig | None =
             state, unit = P.dispatch(state, now, config)
             req_id = f"p{sent}"
             sent += 1
-            unit_of[req_id] = unit
+            unit_of[req_id] = (unit, now)
             model.submit(req_id, TYPICAL_PROMPT_TOKENS, output_tokens(0, req_id), 8000, now)
         wake = P.next_wake_at(state, P.decide_release(state, now, config), now, config)
     return ModelRun(

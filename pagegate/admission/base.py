@@ -4,6 +4,7 @@ A page worker holds a `Permit` for exactly the time one request is in flight:
 
     async with admission.slot(group_id) as permit:
         png = render(...)              # only after admission: memory stays flat
+        permit.sent()                  # the request leaves now (rendering is over)
         reply = await post(...)
         permit.finish(Outcome.OK)
 
@@ -41,7 +42,15 @@ class Outcome(enum.Enum):
 
 
 class Permit(Protocol):
-    def finish(self, outcome: Outcome) -> None: ...
+    def finish(self, outcome: Outcome) -> None:
+        """Report how the request ended (otherwise the way the block ends decides)."""
+
+    def sent(self) -> None:
+        """Mark the moment the request goes on the wire (work before it is client-side).
+
+        An admission that watches the server's front end (the gate's frontend gap)
+        counts the page as the server's only from here. Calling it twice is harmless.
+        """
 
 
 class Admission(Protocol):
@@ -64,15 +73,19 @@ def outcome_for_exception(exc: BaseException | None) -> Outcome:
 
 
 class RecordingPermit:
-    """A permit that only remembers the outcome its holder reported (None if none)."""
+    """A permit that only remembers what its holder reported (outcome None if none)."""
 
-    __slots__ = ("outcome",)
+    __slots__ = ("outcome", "was_sent")
 
     def __init__(self) -> None:
         self.outcome: Outcome | None = None
+        self.was_sent = False
 
     def finish(self, outcome: Outcome) -> None:
         self.outcome = outcome
+
+    def sent(self) -> None:
+        self.was_sent = True
 
 
 class FixedLimit:

@@ -10,6 +10,12 @@ release decision (at most one unit) before admitting the pages the policy allows
 A second task scrapes the metrics source every poll interval and only queues what it
 got for the loop; a failed or timed-out scrape is queued as a failure, never as zeros.
 
+The frontend gap (our requests the engine does not count yet) is measured only over
+requests on the wire for over a poll interval: a holder calls `permit.sent()` right
+before its HTTP request, so pages still rendering inside their permit never look like a
+backlog in the server's front end. A holder that never calls `sent()` gives no gap
+signal (the other signals still apply).
+
 Permits always come back (success, exception, cancellation, timeout), closing the gate
 fails every waiter with GateClosedError, and a pause that outlasts
 `unavailable_after_seconds` fails waiters with ServerUnavailableError: nothing ever
@@ -25,9 +31,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import asdict, dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
-from pagegate.admission.base import Outcome, Permit, RecordingPermit, outcome_for_exception
+from pagegate.admission.base import Outcome, Permit, outcome_for_exception
 from pagegate.admission.metrics import MetricsPoller
 from pagegate.admission.policy import (
     GateConfig,
@@ -41,6 +47,7 @@ from pagegate.admission.policy import (
     dispatch,
     drain_rate,
     initial_state,
+    mean_latency,
     next_wake_at,
     observe,
     observe_failure,
@@ -48,6 +55,7 @@ from pagegate.admission.policy import (
     page_allowance,
     pause_reason,
     remove_waiter,
+    service_rate,
     unavailable,
     unit_size,
     waiting_band,
@@ -84,12 +92,36 @@ class _Release:
     reading: Reading
 
 
+@dataclass(frozen=True, slots=True)
+class _Admitted:
+    unit_id: int
+    at: float
+
+
 class _Waiter:
     __slots__ = ("future", "group_id")
 
-    def __init__(self, group_id: str, future: asyncio.Future[int]) -> None:
+    def __init__(self, group_id: str, future: asyncio.Future[_Admitted]) -> None:
         self.group_id = group_id
         self.future = future
+
+
+class _GatePermit:
+    """The gate's permit: records the outcome, and tells the gate when the request leaves."""
+
+    __slots__ = ("_on_sent", "outcome")
+
+    def __init__(self, on_sent: Callable[[], None]) -> None:
+        self.outcome: Outcome | None = None
+        self._on_sent: Callable[[], None] | None = on_sent
+
+    def finish(self, outcome: Outcome) -> None:
+        self.outcome = outcome
+
+    def sent(self) -> None:
+        if self._on_sent is not None:
+            on_sent, self._on_sent = self._on_sent, None
+            on_sent()
 
 
 class Gate:
@@ -125,6 +157,8 @@ class Gate:
         self._pauses = 0
         self._unavailable_failures = 0
         self._outcomes = {o.value: 0 for o in Outcome}
+        self._sent_at: dict[int, float] = {}  # page serial -> when its request left
+        self._serial = 0
 
     @classmethod
     def for_metrics_url(
@@ -176,7 +210,7 @@ class Gate:
         if self._owned_poller is not None:
             await self._owned_poller.aclose()
 
-    async def __aenter__(self) -> Gate:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
@@ -199,17 +233,19 @@ class Gate:
             raise GateClosedError("gate is closed")
         if not self._tasks:
             raise RuntimeError("gate not started: use `async with gate` or `await gate.start()`")
-        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[_Admitted] = asyncio.get_running_loop().create_future()
         self._waiters.append(_Waiter(group_id, future))
         self._state = add_waiter(self._state)
         self._wake.set()
         try:
-            unit_id = await future
+            admitted = await future
         except BaseException:
             self._abandon(future)
             raise
 
-        permit = RecordingPermit()
+        self._serial += 1
+        serial = self._serial
+        permit = _GatePermit(lambda: self._mark_sent(serial))
         error: BaseException | None = None
         try:
             yield permit
@@ -217,9 +253,18 @@ class Gate:
             error = exc
             raise
         finally:
-            self._finish_page(unit_id, permit.outcome or outcome_for_exception(error))
+            self._sent_at.pop(serial, None)
+            self._finish_page(admitted, permit.outcome or outcome_for_exception(error))
 
-    def _abandon(self, future: asyncio.Future[int]) -> None:
+    def _mark_sent(self, serial: int) -> None:
+        self._sent_at[serial] = self._clock.now()
+
+    def _on_the_wire(self, now: float) -> int:
+        """Requests sent over a poll interval ago: the engine should count them by now."""
+        cutoff = now - self.config.poll_interval_seconds
+        return sum(1 for at in self._sent_at.values() if at < cutoff)
+
+    def _abandon(self, future: asyncio.Future[_Admitted]) -> None:
         """A waiter left before using its admission; settle its accounting exactly once.
 
         Whoever resolves the future accounts for it: the loop when it admits (the page
@@ -232,8 +277,15 @@ class Gate:
         elif future.exception() is None:  # admitted at the moment it was cancelled
             self._finish_page(future.result(), Outcome.CANCELLED)
 
-    def _finish_page(self, unit_id: int, outcome: Outcome) -> None:
-        self._state = on_outcome(self._state, outcome, unit_id, self._clock.now(), self.config)
+    def _finish_page(self, admitted: _Admitted, outcome: Outcome) -> None:
+        self._state = on_outcome(
+            self._state,
+            outcome,
+            admitted.unit_id,
+            self._clock.now(),
+            self.config,
+            dispatched_at=admitted.at,
+        )
         self._outcomes[outcome.value] += 1
         self._wake.set()
 
@@ -253,7 +305,7 @@ class Gate:
     async def _poll_forever(self) -> None:
         interval = self.config.poll_interval_seconds
         while True:
-            in_flight = self._state.in_flight
+            in_flight = self._on_the_wire(self._clock.now())
             try:
                 reading = await self._scrape_with_deadline()
             except asyncio.CancelledError:
@@ -359,7 +411,7 @@ class Gate:
             if waiter.future.done():  # cancelled; its own handler settles the count
                 continue
             self._state, unit_id = dispatch(self._state, now, self.config)
-            waiter.future.set_result(unit_id)
+            waiter.future.set_result(_Admitted(unit_id, now))
 
     async def _sleep_until(self, deadline: float | None) -> None:
         if self._wake.is_set():
@@ -407,6 +459,8 @@ class Gate:
             "waiting_band": (low, high),
             "queue_estimate": state.queue,
             "drain_rate": drain_rate(state, self.config),
+            "mean_latency": mean_latency(state),
+            "service_rate": service_rate(state, self.config),
             "next_unit_pages": unit_size(state, self.config),
             "last_reading": None if state.reading is None else asdict(state.reading),
             "releases": state.units_released,

@@ -19,9 +19,12 @@ UNIT admission, "how much work may the pipeline promise the server?"
          happens as soon as the server is ready and idle;
       4. progress: no release until a page of the previous unit has completed.
     Releases also need a good, fresh reading (a failed or stale scrape freezes them).
-    A unit is sized from the measured drain rate x cooldown x margin, so one unit
-    outlasts the cooldown even on a fast GPU; a unit that ran dry while the server had
-    room doubles the next one.
+    A unit covers the room the page level has (C minus what is in flight or credited)
+    plus one cooldown of service at the estimated rate, with a margin, so one unit
+    outlasts the cooldown even on a fast GPU. The rate is the larger of the measured
+    drain and Little's law (in flight / mean page latency): the drain lags by a page
+    latency while the gate ramps up, Little's law does not. A unit that ran dry while
+    the server had room doubles the next one.
 
 PAGE pacing, "how many credited pages may be on the wire right now?"
     A credited page goes in flight only while in_flight < C (an adaptive concurrency
@@ -32,8 +35,11 @@ PAGE pacing, "how many credited pages may be on the wire right now?"
     positive band. It grows (slow start, then additively) while the queue is below the
     band, shrinks in proportion to the excess above it, aims for an empty queue while
     KV usage is above the ceiling, and backs off multiplicatively on preemptions and
-    on CAPACITY outcomes (503/429/refused/timeouts). The server's metrics are the
-    truth, so several flow runs sharing one server all back off together.
+    on CAPACITY outcomes (503/429/refused/timeouts). A queue while the batch is still
+    growing and the cache mostly empty is the engine's prefill rate, so it does not
+    end slow start; below half the peak, growth is multiplicative again. The server's
+    metrics are the truth, so several flow runs sharing one server all back off
+    together. The bucket refills at a multiple of the drain seen so far, with a floor.
 
 A page credit is spent when the page goes in flight. A page that comes back CAPACITY or
 CANCELLED did not use the server, so its credit returns to the pool (a retry can take
@@ -71,7 +77,7 @@ class GateConfig:
     stall_after_seconds: float | None = 60.0
     unavailable_after_seconds: float | None = 900.0
     # Unit sizing.
-    first_unit_pages: int = 256
+    first_unit_pages: int = 1024
     min_unit_pages: int = 16
     max_unit_pages: int = 3200
     unit_margin: float = 1.5
@@ -209,6 +215,7 @@ class GateState:
     peak: float = 0.0                            # decayed max of running requests
     queue: float = 0.0                           # waiting + frontend backlog, last reading
     slow_start: bool = True
+    cut_running: int = 0                         # running at the last queue cut
     last_backoff_at: float | None = None
     preemptions_seen: float | None = None
     generation_seen: float | None = None
@@ -227,6 +234,9 @@ class GateState:
     drain_den: float = 0.0                       # decayed busy seconds
     drain_at: float | None = None
     drain_completed: int = 0
+    latency_num: float = 0.0                     # decayed sum of page latencies
+    latency_den: float = 0.0                     # decayed count of timed completions
+    latency_at: float | None = None
 
     @property
     def open_credits(self) -> int:
@@ -366,6 +376,48 @@ def drain_rate(state: GateState, config: GateConfig) -> float | None:
     return state.drain_num / state.drain_den
 
 
+def _update_latency(state: GateState, latency: float, now: float, config: GateConfig) -> GateState:
+    """Fold one completed page's time in flight into a decayed mean (same window as drain)."""
+    num, den = state.latency_num, state.latency_den
+    if state.latency_at is not None and now > state.latency_at:
+        decay = math.exp(-(now - state.latency_at) / config.drain_window_seconds)
+        num, den = num * decay, den * decay
+    return replace(
+        state, latency_num=num + max(0.0, latency), latency_den=den + 1.0, latency_at=now
+    )
+
+
+def mean_latency(state: GateState) -> float | None:
+    """Mean time in flight of recently completed pages; None before the first one."""
+    if state.latency_den <= 0.0:
+        return None
+    return state.latency_num / state.latency_den
+
+
+_LATENCY_FLOOR = 1e-3
+"""Seconds; keeps Little's law finite when a clock does not move between send and reply."""
+
+
+def service_rate(state: GateState, config: GateConfig) -> float | None:
+    """Pages per second the server gets through for us: the best evidence we have.
+
+    The larger of the measured drain and Little's law (throughput = pages in flight /
+    mean time in flight). While the gate ramps up, completions trail admissions by a
+    page latency, so the drain under-reads by up to the ramp's factor; Little's law
+    uses what is in flight now. Its early bias is upwards (short pages finish first),
+    which only makes units larger: the page level, not the unit, protects the server.
+    None until a page has completed.
+    """
+    rates: list[float] = []
+    drained = drain_rate(state, config)
+    if drained is not None:
+        rates.append(drained)
+    latency = mean_latency(state)
+    if latency is not None:
+        rates.append(state.in_flight / max(latency, _LATENCY_FLOOR))
+    return max(rates) if rates else None
+
+
 _KV_SIGNAL_FLOOR = 0.05
 """Below 5 % usage, KV per running request is too noisy to project the cache's room."""
 
@@ -390,10 +442,26 @@ def _steer_limit(
     if queue > high:
         excess = math.ceil((queue - high) / 2.0)  # halve the excess: other tenants cut too
         limit = min(limit, in_flight - excess)
-        return _with_limit(state, limit, floor, cap, slow_start=False)
+        # A queue while the batch is still growing and the cache is mostly empty is the
+        # engine's prefill rate (one chunk budget per step), not a full server: cut, but
+        # keep growing fast. Once running stops growing (slots or KV bind), it ends.
+        ramping = (
+            state.slow_start
+            and reading.kv_usage < config.kv_cache_ceiling / 2.0
+            and reading.running > state.cut_running
+        )
+        state = replace(state, cut_running=reading.running)
+        return _with_limit(state, limit, floor, cap, slow_start=ramping)
     limit_bound = state.in_flight * 2 >= limit
-    if queue < low and not pressured and limit_bound:
-        if state.slow_start:
+    # While the cache is under half the ceiling, a queue inside the band is the prefill
+    # backlog of a batch that is still filling up: keep growing until it leaves the band.
+    grow_below = high if reading.kv_usage < config.kv_cache_ceiling / 2.0 else low
+    if queue < grow_below and not pressured and limit_bound:
+        # Far below the batch the server has recently held (a collapse after a burst
+        # of bad signals, e.g. stale scrapes), regrow like slow start up to half the
+        # peak, as TCP restarts slow start up to half its old window: +5 % from the
+        # floor would take a minute to refill a 4090.
+        if state.slow_start or limit < state.peak / 2.0:
             step = limit
             if reading.kv_usage > _KV_SIGNAL_FLOOR and reading.running > 0:
                 room = reading.running * (config.kv_cache_ceiling - reading.kv_usage)
@@ -453,13 +521,25 @@ def pause_reason(state: GateState, now: float, config: GateConfig) -> Reason | N
     return None
 
 
+def page_room(state: GateState, config: GateConfig) -> int:
+    """Pages the page level could put in flight now that no credit covers yet."""
+    room = min(state.limit, config.max_in_flight_pages) - state.in_flight
+    return max(0, room - state.open_credits)
+
+
 def unit_size(state: GateState, config: GateConfig) -> int:
-    """Pages in the next unit: enough drain for a cooldown and a margin, clamped."""
-    rate = drain_rate(state, config)
+    """Pages in the next unit: the page level's room plus a cooldown of service, clamped.
+
+    Before any page has completed there is nothing to size from, so the unit is
+    `first_unit_pages` (the page level keeps the server safe meanwhile).
+    """
+    rate = service_rate(state, config)
     if rate is None:
         pages = config.first_unit_pages
     else:
-        pages = math.ceil(rate * config.cooldown_seconds * config.unit_margin)
+        pages = math.ceil(
+            page_room(state, config) + rate * config.cooldown_seconds * config.unit_margin
+        )
     if state.starved and state.last_unit_pages > 0:
         pages = max(pages, 2 * state.last_unit_pages)
     return min(config.max_unit_pages, max(config.min_unit_pages, pages))
@@ -482,8 +562,9 @@ def decide_release(state: GateState, now: float, config: GateConfig) -> ReleaseD
     open_credits = state.open_credits
     if state.queued <= open_credits:
         return hold(Reason.NO_DEMAND)
-    if open_credits > config.refill_fraction * state.last_unit_pages:
-        return hold(Reason.CREDITS_LEFT)
+    room = min(state.limit, config.max_in_flight_pages) - state.in_flight
+    if open_credits > config.refill_fraction * state.last_unit_pages and open_credits >= room:
+        return hold(Reason.CREDITS_LEFT)  # and the page level could not use more now
     if state.last_release_at is not None:
         ready_at = state.last_release_at + config.cooldown_seconds
         if now < ready_at:
@@ -517,9 +598,17 @@ def apply_release(
 
 
 def pace_rate(state: GateState, config: GateConfig) -> float:
-    """Token refill rate (pages/s): a multiple of the drain rate, with a floor."""
-    rate = drain_rate(state, config) or 0.0
-    return max(config.pace_min_rate, config.pace_gain * rate)
+    """Token refill rate (pages/s): a multiple of the drain so far, with a floor.
+
+    Pacing takes the drain from the first completions on, without waiting for the half
+    window that unit sizing needs: a fast server (27 pages/s) shows its rate within a
+    second, and the floor must not cap it for half a minute. Early on a slow server the
+    drain under-reads, and the floor (above a single GPU's page rate) applies. Little's
+    law is not used here: with few completions its latency is a handful of short pages
+    while what is in flight keeps growing, so it would feed its own growth.
+    """
+    drained = state.drain_num / state.drain_den if state.drain_den > 0.0 else 0.0
+    return max(config.pace_min_rate, config.pace_gain * drained)
 
 
 _TOKEN_EPSILON = 1e-9
@@ -573,17 +662,30 @@ def dispatch(state: GateState, now: float, config: GateConfig) -> tuple[GateStat
 
 
 def on_outcome(
-    state: GateState, outcome: Outcome, unit_id: int, now: float, config: GateConfig
+    state: GateState,
+    outcome: Outcome,
+    unit_id: int,
+    now: float,
+    config: GateConfig,
+    *,
+    dispatched_at: float | None = None,
 ) -> GateState:
-    """A page gave its permit back. Pages the server did not finish return their credit."""
+    """A page gave its permit back. Pages the server did not finish return their credit.
+
+    `dispatched_at` (when the page went in flight) feeds the mean page latency that
+    Little's law needs; without it the service rate rests on the drain alone.
+    """
     if state.in_flight <= 0:
         raise ValueError("no page in flight")
     state = replace(state, in_flight=state.in_flight - 1)
     if outcome.server_finished:
         unit_completed = state.unit_completed + (unit_id == state.units_released)
-        return replace(
+        state = replace(
             state, completed_total=state.completed_total + 1, unit_completed=unit_completed
         )
+        if dispatched_at is not None:
+            state = _update_latency(state, now - dispatched_at, now, config)
+        return state
     state = replace(state, credits=_return_credit(state.credits, unit_id))
     if outcome is Outcome.CAPACITY:
         recent = (

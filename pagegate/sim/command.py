@@ -36,7 +36,7 @@ def sim_command(
         int | None, typer.Option(help="Token budget per engine step (vLLM --max-num-batched-tokens).")
     ] = None,
     max_model_len: Annotated[
-        int | None, typer.Option(help="Longest prompt + max_tokens accepted (vLLM --max-model-len).")
+        int | None, typer.Option(help="Context length (vLLM --max-model-len): 400 when max_tokens or the prompt exceeds it; else max_tokens is cut to fit.")
     ] = None,
     crash_waiting: Annotated[
         int | None, typer.Option(help=f"Die when more requests than this wait. {_OFF}")

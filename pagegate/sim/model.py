@@ -64,7 +64,7 @@ class QueueFullError(RuntimeError):
 
 
 class RequestTooLongError(ValueError):
-    """prompt + max_tokens exceeds max_model_len (vLLM answers 400)."""
+    """max_tokens over max_model_len, or a prompt filling it (vLLM answers 400)."""
 
 
 class _State(enum.Enum):
