@@ -15,7 +15,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -25,6 +24,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pagegate import samples
+from tests.prefect_runs import log_tail, stop_process, wait_final
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
 
@@ -72,31 +72,7 @@ def worker(tmp_path: Path, s3_env: str) -> Iterator[tuple[dict[str, str], IO[byt
         try:
             yield env, log
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-
-
-def log_tail(log: IO[bytes]) -> str:
-    log.seek(0)
-    return log.read().decode(errors="replace")[-4000:]
-
-
-async def wait_final(flow_run_id: str, log: IO[bytes], *, runs: int = 1) -> Any:
-    """Poll the API until the run is final with run_count >= `runs` (the worker runs it)."""
-    from prefect.client.orchestration import get_client
-
-    deadline = time.monotonic() + RUN_TIMEOUT_S
-    async with get_client() as client:
-        while time.monotonic() < deadline:
-            run = await client.read_flow_run(flow_run_id)
-            if run.state is not None and run.state.is_final() and run.run_count >= runs:
-                return run
-            await asyncio.sleep(0.5)  # polling the API for a state, not waiting for an effect
-    raise AssertionError(f"flow run {flow_run_id} not final in {RUN_TIMEOUT_S} s:\n{log_tail(log)}")
+            stop_process(proc)
 
 
 async def force_retry(flow_run_id: str) -> None:
@@ -159,7 +135,7 @@ def test_nightly_deployment_runs_on_a_worker_and_a_retry_redoes_only_the_failed_
     assert match, out
     flow_run_id = match.group(1)
 
-    first = asyncio.run(wait_final(flow_run_id, log))
+    first = asyncio.run(wait_final(flow_run_id, log, timeout_s=RUN_TIMEOUT_S))
 
     assert first.state.is_failed(), f"{first.state}\n{log_tail(log)}"
     assert "late.pdf" in (first.state.message or "")
@@ -190,7 +166,7 @@ def test_nightly_deployment_runs_on_a_worker_and_a_retry_redoes_only_the_failed_
         Bucket=s3_bucket, Key="incoming/late.pdf", Body=samples.text_pdf(3, title="Late")
     )
     asyncio.run(force_retry(flow_run_id))
-    second = asyncio.run(wait_final(flow_run_id, log, runs=2))
+    second = asyncio.run(wait_final(flow_run_id, log, timeout_s=RUN_TIMEOUT_S, runs=2))
 
     assert second.state.is_completed(), f"{second.state}\n{log_tail(log)}"
     assert second.id == first.id and second.run_count == 2

@@ -24,6 +24,7 @@ import pytest
 
 from pagegate import samples
 from pagegate.planning import PlannedPdf, plan_groups
+from tests.prefect_runs import log_tail, stop_process, wait_final
 from tests.test_flow_e2e import metric_total
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
@@ -31,11 +32,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
 REPO = Path(__file__).resolve().parents[1]
 DEPLOYMENT = "exactly-once"
 TIMEOUT_S = 90.0
-
-
-def _log_tail(log: IO[bytes]) -> str:
-    log.seek(0)
-    return log.read().decode(errors="replace")[-4000:]
 
 
 @pytest.fixture
@@ -58,12 +54,7 @@ def served(s3_env: str, tmp_path: Path) -> Iterator[IO[bytes]]:
     try:
         yield log
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop_process(proc)
         log.close()
 
 
@@ -77,20 +68,7 @@ async def _deployment_id(log: IO[bytes]) -> Any:
                 return (await client.read_deployment_by_name(f"ocr-pdfs/{DEPLOYMENT}")).id
             except Exception:  # not registered yet: polling for the runner's start-up
                 await asyncio.sleep(0.5)
-    raise AssertionError(f"deployment never registered:\n{_log_tail(log)}")
-
-
-async def _wait_final(flow_run_id: Any, log: IO[bytes], *, runs: int) -> Any:
-    from prefect.client.orchestration import get_client
-
-    deadline = time.monotonic() + TIMEOUT_S
-    async with get_client() as client:
-        while time.monotonic() < deadline:
-            run = await client.read_flow_run(flow_run_id)
-            if run.state is not None and run.state.is_final() and run.run_count >= runs:
-                return run
-            await asyncio.sleep(0.5)  # polling the API for a state, not waiting for an effect
-    raise AssertionError(f"flow run {flow_run_id} not final:\n{_log_tail(log)}")
+    raise AssertionError(f"deployment never registered:\n{log_tail(log)}")
 
 
 async def _task_states(flow_run_id: Any) -> list[tuple[str, str]]:
@@ -153,14 +131,14 @@ def test_ui_retry_redoes_only_the_failed_group_and_only_its_unfinished_pdf(
     async def scenario() -> tuple[Any, Any, float, float]:
         await _deployment_id(served)
         first = await run_deployment(f"ocr-pdfs/{DEPLOYMENT}", parameters=params, timeout=0)
-        run1 = await _wait_final(first.id, served, runs=1)
+        run1 = await wait_final(first.id, served, timeout_s=TIMEOUT_S, runs=1)
         requests_first = metric_total(sim.metrics_url, "vllm:request_success_total")
         # The operator re-uploads d.pdf whole (3 pages now), then presses Retry.
         s3_client.put_object(Bucket=s3_bucket, Key="in/d.pdf", Body=samples.text_pdf(3, title="D"))
         async with get_client() as client:
             forced = await client.set_flow_run_state(first.id, AwaitingRetry(), force=True)
         assert forced.state is not None and forced.state.name == "AwaitingRetry"
-        run2 = await _wait_final(first.id, served, runs=2)
+        run2 = await wait_final(first.id, served, timeout_s=TIMEOUT_S, runs=2)
         requests_total = metric_total(sim.metrics_url, "vllm:request_success_total")
         return run1, run2, requests_first, requests_total - requests_first
 
