@@ -16,7 +16,7 @@ failed groups, and inside them skips every PDF already committed to the workspac
 # No `from __future__ import annotations`: Prefect builds the parameter model from these
 # annotations, and a served run may see the function without its module's globals.
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,31 +113,8 @@ async def ocr_pdfs(
         capacity_backoff_max_seconds: longest (jittered) pause between retries of a page
             the server could not take; retries go on until server_unavailable_after_seconds.
     """
-    config = RunConfig(
-        sources=tuple(sources),
-        workspace=workspace,
-        server_url=server_url or node_server_url(),
-        model=model,
-        pages_per_group=pages_per_group,
-        workers=workers,
-        max_concurrent_requests=max_concurrent_requests,
-        markdown=markdown,
-        target_longest_image_dim=target_longest_image_dim,
-        max_page_retries=max_page_retries,
-        gate_block=gate_block_name(gate),
-        gate_overrides=dict(gate_overrides or {}),
-        use_gate=gate_enabled,
-        max_pages_per_pdf=max_pages_per_pdf,
-        max_page_error_rate=max_page_error_rate,
-        drop_on_page_errors=drop_on_page_errors,
-        pdf_password=await resolve_password(pdf_password, pdf_password_secret),
-        server_unavailable_after_seconds=server_unavailable_after_seconds,
-        capacity_backoff_max_seconds=capacity_backoff_max_seconds,
-        server_urls=tuple(server_urls or ()),
-        s3_retry_mode=s3_retry_mode,
-        run_id=flow_run.get_id(),
-        managed_server=await managed_server_for(launch_server, gate_block_name(gate)),
-    )
+    params = dict(locals())  # the flat flow parameters, for flow_run_config
+    config = await flow_run_config(params, sources=sources)
     storage = await resolve_result_storage(result_storage)
     planner = plan_pending_task.with_options(result_storage=storage) if storage else plan_pending_task
     plan = await planner(
@@ -148,6 +125,43 @@ async def ocr_pdfs(
         s3_retry_mode=config.s3_retry_mode,
     )
     return await execute_plan(config, plan, result_storage=storage)
+
+
+async def flow_run_config(
+    params: Mapping[str, Any], *, sources: Sequence[str], redo_flagged: bool = False
+) -> RunConfig:
+    """The run's RunConfig from a flow's flat parameters.
+
+    `ocr-pdfs` and `reprocess` share their parameter names (flat, so the UI's run form
+    stays simple); this is the one place those names become a RunConfig.
+    """
+    gate_block = gate_block_name(params["gate"])
+    return RunConfig(
+        sources=tuple(sources),
+        workspace=params["workspace"],
+        server_url=params["server_url"] or node_server_url(),
+        model=params["model"],
+        pages_per_group=params["pages_per_group"],
+        workers=params["workers"],
+        max_concurrent_requests=params["max_concurrent_requests"],
+        markdown=params["markdown"],
+        target_longest_image_dim=params["target_longest_image_dim"],
+        max_page_retries=params["max_page_retries"],
+        gate_block=gate_block,
+        gate_overrides=dict(params["gate_overrides"] or {}),
+        use_gate=params["gate_enabled"],
+        max_pages_per_pdf=params["max_pages_per_pdf"],
+        max_page_error_rate=params["max_page_error_rate"],
+        drop_on_page_errors=params["drop_on_page_errors"],
+        pdf_password=await resolve_password(params["pdf_password"], params["pdf_password_secret"]),
+        server_unavailable_after_seconds=params["server_unavailable_after_seconds"],
+        capacity_backoff_max_seconds=params["capacity_backoff_max_seconds"],
+        server_urls=tuple(params["server_urls"] or ()),
+        s3_retry_mode=params["s3_retry_mode"],
+        redo_flagged=redo_flagged,
+        run_id=flow_run.get_id(),
+        managed_server=await managed_server_for(params["launch_server"], gate_block),
+    )
 
 
 async def resolve_password(password: SecretStr | None, secret_block: str | None) -> str | None:

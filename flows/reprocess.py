@@ -16,16 +16,12 @@ fallback pages). A selected PDF that is committed and clean is skipped.
 from typing import Any
 
 from prefect import State, flow, get_run_logger
-from prefect.runtime import flow_run
 from prefect.states import Completed
 from pydantic import SecretStr
 
-from flows.ocr_pdfs import execute_plan, resolve_password
-from pagegate.config import RunConfig
+from flows.ocr_pdfs import execute_plan, flow_run_config
 from pagegate.reprocess_plan import check_reasons
 from tasks.admission_block import AdmissionGate
-from tasks.admission_factory import managed_server_for
-from tasks.gate_param import gate_block_name
 from tasks.ocr_group import plan_uris_task
 from tasks.reprocess_select import select_from_ledger_task
 from tasks.result_storage import resolve_result_storage
@@ -67,6 +63,7 @@ async def reprocess(
         only_reasons: take only ledger records with these reasons, e.g. ["server_unavailable"].
         (the other parameters are those of `ocr-pdfs`)
     """
+    params = dict(locals())  # the flat flow parameters, for flow_run_config
     logger = get_run_logger()
     if only_reasons:
         check_reasons(only_reasons)
@@ -78,32 +75,7 @@ async def reprocess(
         logger.info("nothing to reprocess in %s", workspace)
         return Completed(message="nothing to reprocess", data=_empty_summary())
     logger.info("reprocessing %d PDF(s) from %s", len(chosen), "the list" if pdfs else "the ledger")
-    config = RunConfig(
-        sources=tuple(chosen),
-        workspace=workspace,
-        server_url=server_url,
-        model=model,
-        pages_per_group=pages_per_group,
-        workers=workers,
-        max_concurrent_requests=max_concurrent_requests,
-        markdown=markdown,
-        target_longest_image_dim=target_longest_image_dim,
-        max_page_retries=max_page_retries,
-        gate_block=gate_block_name(gate),
-        gate_overrides=dict(gate_overrides or {}),
-        use_gate=gate_enabled,
-        max_pages_per_pdf=max_pages_per_pdf,
-        max_page_error_rate=max_page_error_rate,
-        drop_on_page_errors=drop_on_page_errors,
-        pdf_password=await resolve_password(pdf_password, pdf_password_secret),
-        server_unavailable_after_seconds=server_unavailable_after_seconds,
-        capacity_backoff_max_seconds=capacity_backoff_max_seconds,
-        server_urls=tuple(server_urls or ()),
-        s3_retry_mode=s3_retry_mode,
-        redo_flagged=True,
-        run_id=flow_run.get_id(),
-        managed_server=await managed_server_for(launch_server, gate_block_name(gate)),
-    )
+    config = await flow_run_config(params, sources=chosen, redo_flagged=True)
     storage = await resolve_result_storage(result_storage)
     planner = plan_uris_task.with_options(result_storage=storage) if storage else plan_uris_task
     plan = await planner(
