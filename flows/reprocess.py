@@ -32,7 +32,7 @@ async def reprocess(
     workspace: str,
     pdfs: list[str] | None = None,
     only_reasons: list[str] | None = None,
-    server_url: str = "http://127.0.0.1:8000/v1",
+    server_url: str | None = None,
     model: str = "olmocr",
     pages_per_group: int = 500,
     workers: int = 20,

@@ -80,7 +80,7 @@ def test_cli_reprocess_takes_only_the_chosen_reasons_from_the_ledger(
 
 
 def test_reprocess_redoes_flagged_documents_and_explicit_lists(
-    tmp_path: Path, start_sim: Any
+    tmp_path: Path, start_sim: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from flows.reprocess import reprocess
 
@@ -99,7 +99,11 @@ def test_reprocess_redoes_flagged_documents_and_explicit_lists(
     }
     requests_before = metric_total(good.metrics_url, "vllm:request_success_total")
 
-    state = asyncio.run(reprocess(workspace=str(ws), server_url=good.base_url, return_state=True))
+    # No server_url: like a deployment run on a GPU worker, the node's own server from
+    # PAGEGATE_SERVER_URL (a short deadline so a wrong server fails fast instead of waiting).
+    monkeypatch.setenv("PAGEGATE_SERVER_URL", good.base_url)
+    state = asyncio.run(reprocess(workspace=str(ws), server_unavailable_after_seconds=10,
+                                  return_state=True))
     flagged_requests = metric_total(good.metrics_url, "vllm:request_success_total") - requests_before
     # An explicit list: the clean, committed PDF is skipped; a vanished one is a download failure.
     gone = str(src / "gone.pdf")
