@@ -46,8 +46,12 @@ def test_gate_bounds_the_real_waiting_queue_where_a_fixed_cap_does_not(
     print(f"FixedLimit({BURST_PAGES}):\n" + timeline(without, 2.0))
     assert with_gate.statuses == {200: BURST_PAGES}
     assert without.statuses == {200: BURST_PAGES}
-    # /metrics answers slowly under an ungated burst: 19 scrapes in 13 s in one run.
-    assert len(with_gate.samples) >= 10 and len(without.samples) >= 10
+    # The gate's bounds below mean something only if /metrics was sampled all through its
+    # run (about 100 samples in 26 s measured). The ungated burst needs no such floor:
+    # /metrics answers slowly while the API server decodes 200 images (19 samples in 13 s
+    # in one run, 9 in 15 s in CI), and its assertion below can only pass if a sample
+    # caught the queue.
+    assert len(with_gate.samples) >= 10
     assert with_gate.max_running == SLOTS, "the gate kept every slot busy"
     assert with_gate.max_limit is not None
     assert with_gate.max_waiting <= with_gate.max_limit, "within the gate's own limit C"
