@@ -64,6 +64,12 @@ def worker(tmp_path: Path, s3_env: str) -> Iterator[tuple[dict[str, str], IO[byt
     out = prefect_cli(env, "deploy", "--all")
     for name in ("ocr-pdfs/nightly", "ocr-pdfs/shard", "reprocess"):
         assert name in out, out
+    # nightly's cron schedule is active in prefect.yaml. Pause it in this shared test
+    # server (which also deletes the runs already scheduled from it), so that a suite
+    # running across 02:00 UTC never has a real nightly run picked up by another test's
+    # `gpu` worker.
+    out = prefect_cli(env, "deployment", "schedule", "pause", "--all")
+    assert "nightly" in out, out
     with tempfile.TemporaryFile() as log:  # a file, never a pipe the worker could fill up
         proc = subprocess.Popen(
             [sys.executable, "-m", "prefect", "worker", "start", "--pool", "gpu", "--name", "gpu-test"],

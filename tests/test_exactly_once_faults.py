@@ -131,7 +131,9 @@ def test_simulator_crash_and_restart_on_the_same_port_loses_no_page(tmp_path: Pa
     ws = tmp_path / "ws"
     # Ungated, 20 pages hit a server that dies with more than 4 waiting: the first group
     # (2 pages) is served, the second crashes it with every one of its pages in flight.
-    first = SimProcess(profile="ci", extra_args=("--time-scale", "0.1", "--crash-waiting", "4"))
+    # At a twentieth of real speed a page takes seconds, so none of the second group's
+    # finishes before 13 of them are on the server, even when rendering is slow.
+    first = SimProcess(profile="ci", extra_args=("--time-scale", "0.05", "--crash-waiting", "4"))
     first.start()
     restarted: list[SimProcess] = []
     exit_codes: list[int] = []

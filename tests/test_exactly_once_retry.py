@@ -24,7 +24,7 @@ import pytest
 
 from pagegate import samples
 from pagegate.planning import PlannedPdf, plan_groups
-from tests.prefect_runs import log_tail, stop_process, wait_final
+from tests.prefect_runs import log_tail, stop_process, wait_final, wait_task_runs_final
 from tests.test_flow_e2e import metric_total
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
@@ -73,15 +73,14 @@ async def _deployment_id(log: IO[bytes]) -> Any:
 
 async def _task_states(flow_run_id: Any) -> list[tuple[str, str]]:
     """(task name, state name) of every task run of the flow run, across attempts,
-    oldest first (task run names carry random suffixes, so name order means nothing)."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+    oldest first (task run names carry random suffixes, so name order means nothing).
 
-    async with get_client() as client:
-        runs = await client.read_task_runs(
-            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
-        )
-    runs = sorted(runs, key=lambda r: (r.created is None, r.created, r.name))
+    Waits until both attempts' task runs (six groups, two plans) are recorded and final:
+    the server writes task-run states from events in the background, after the flow run
+    itself may already read final."""
+    runs = await wait_task_runs_final(
+        flow_run_id, {"ocr-group-": 6, "plan-pending": 2}, timeout_s=TIMEOUT_S
+    )
     return [(r.name, r.state.name if r.state else "") for r in runs]
 
 

@@ -172,7 +172,9 @@ def test_s3_slow_down_for_a_while_is_retried_and_access_denied_is_recorded(
     s3_client.put_object(Bucket=s3_bucket, Key="in/denied.pdf", Body=samples.text_pdf(1))
     sim = start_sim(profile="ci")
     s3_proxy.plan.deny("/in/denied.pdf")
-    s3_proxy.plan.slow_down_for(1.5)
+    # 3 s: the first retry comes after a random 0-1 s (botocore's standard mode), plus the
+    # request's own time on a loaded machine; ten attempts (pagegate.storage) outlast it.
+    s3_proxy.plan.slow_down_for(3.0)
     s3_proxy.plan.unavailable_every(7)
 
     state, summary = run_flow(sources=[f"s3://{s3_bucket}/in/"],
