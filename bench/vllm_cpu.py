@@ -206,6 +206,10 @@ class Sample:
     """The client's pages in flight at the scrape (the admission's own count)."""
     limit: int | None
     """The gate's concurrency limit C at the scrape (None for a fixed cap)."""
+    credits: int | None = None
+    """The gate's unspent unit credits (None for a fixed cap)."""
+    decision: str | None = None
+    """The gate's last release decision: why it released or held (None for a fixed cap)."""
 
 
 @dataclass
@@ -268,6 +272,7 @@ async def sample_metrics(
                 reading.at, reading.running, reading.waiting, reading.kv_usage,
                 _counter(text, PROMPT_TOKENS), _counter(text, GENERATION_TOKENS),
                 int(own.get("in_flight", 0)), own.get("concurrency_limit"),
+                own.get("open_credits"), own.get("last_decision"),
             ))
             await asyncio.sleep(period_s)  # the observer's sampling period
     return missed
@@ -340,14 +345,15 @@ def gate_for(metrics_url: str) -> Callable[[], AbstractAsyncContextManager[Admis
 
 def timeline(burst: Burst, every_s: float = 1.0) -> str:
     """One line per `every_s` of samples: t, running, waiting, KV, token counters, our
-    pages in flight and the gate's limit C."""
-    lines = ["   t(s) run wait   kv   prompt_tok  gen_tok  ours    C"]
+    pages in flight, the gate's limit C, its unspent credits and its last decision."""
+    lines = ["   t(s) run wait   kv   prompt_tok  gen_tok  ours    C  cred  gate"]
     next_t = 0.0
     for s in burst.samples:
         if s.t >= next_t:
             lines.append(f"{s.t:7.1f} {s.running:3d} {s.waiting:4d} {s.kv_usage:4.2f} "
                          f"{s.prompt_tokens:11.0f} {s.generation_tokens:8.0f} "
-                         f"{s.in_flight:5d} {'-' if s.limit is None else s.limit:>4}")
+                         f"{s.in_flight:5d} {'-' if s.limit is None else s.limit:>4} "
+                         f"{'-' if s.credits is None else s.credits:>5}  {s.decision or '-'}")
             next_t = s.t + every_s
     return "\n".join(lines)
 

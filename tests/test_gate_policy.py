@@ -17,6 +17,7 @@ from pagegate.admission.policy import (
     GateState,
     Reading,
     Reason,
+    ReleaseDecision,
     add_waiter,
     apply_release,
     decide_release,
@@ -444,6 +445,7 @@ def _sized(
     credits: int = 0,
     starved: bool = False,
     last: int = 0,
+    dry: float = 0.0,
 ) -> GateState:
     state = initial_state(0.0, CFG) if drain is None else _with_drain(drain)
     if latency is not None:  # ten pages that took `latency` each
@@ -455,6 +457,7 @@ def _sized(
         credits=((1, credits),) if credits else (),
         starved=starved,
         last_unit_pages=last,
+        dry_seconds=dry,
     )
 
 
@@ -474,6 +477,8 @@ def _sized(
         (_sized(drain=200.0), 3200),                    # clamped to max_unit_pages
         (_sized(drain=2.0, starved=True, last=90), 180),  # starvation beats the estimate
         (_sized(drain=2.0, starved=True, last=3000), 3200),  # but not the clamp
+        (_sized(drain=2.0, dry=10.0), 120),             # releases came 10 s late: 2 x 40 s x 1.5
+        (_sized(drain=2.0, in_flight=40, limit=100, credits=20, dry=10.0), 160),
     ],
 )
 def test_unit_size(state: GateState, pages: int) -> None:
@@ -550,6 +555,64 @@ def test_starved_is_set_when_credits_ran_out_with_room_and_cleared_by_a_release(
     decision = decide_release(state, 30.0, CFG)
     assert decision.pages == 2048  # the first unit (1,024) ran dry: double it
     assert not apply_release(state, decision, 30.0, CFG).starved
+
+
+DRY = GateConfig(cooldown_seconds=2.0, first_unit_pages=4, min_unit_pages=1)
+"""A 2 s cooldown and 4-page first unit: a unit runs dry in a few steps."""
+
+
+def test_a_dry_gap_before_a_release_grows_the_units_until_it_stops_happening() -> None:
+    state = observe(with_waiters(initial_state(0.0, DRY), 100), reading(0.0), DRY)
+    assert state.dry_since == 0.0  # queued, no credits yet...
+    state = released(state, 0.0, DRY)
+    assert state.dry_seconds == 0.0  # ...but the wait for the first release is no gap
+    state, units = send(state, 2, 0.0, DRY)
+    assert state.dry_since is None
+    state, _ = send(state, 2, 2.0, DRY)
+    assert state.dry_since == 2.0, "the last credit went with pages still queued"
+    state = on_outcome(state, Outcome.OK, units[0], 2.5, DRY, dispatched_at=0.0)
+    state = observe(state, reading(3.0, running=3, waiting=1), DRY)
+    assert decide_release(state, 3.0, DRY).reason is Reason.PEAK_RATIO  # past the cooldown
+    state = observe(state, reading(3.5, running=3), DRY)
+    # The unit covers C's room plus service for the cooldown and for the 1.5 s the pages
+    # have sat without credits, with the margin.
+    rate = service_rate(state, DRY)
+    assert rate == pytest.approx(3 / 2.5)  # Little's law: 3 in flight / 2.5 s
+    decision = decide_release(state, 3.5, DRY)
+    assert decision.release
+    assert decision.pages == math.ceil(page_room(state, DRY) + rate * (2.0 + 1.5) * 1.5)
+    state = apply_release(state, decision, 3.5, DRY)
+    assert (state.dry_since, state.dry_seconds) == (None, 1.5)
+    # The next release comes with credits to spare: the estimate halves per release.
+    state, newest = send(state, 1, 3.5, DRY)
+    state = on_outcome(state, Outcome.OK, newest[0], 4.0, DRY, dispatched_at=3.5)
+    state = replace(state, credits=((2, 1),))
+    state = observe(state, reading(6.0, running=3), DRY)
+    state = released(state, 6.0, DRY)
+    assert state.dry_seconds == 0.75
+
+
+def test_a_dry_gap_counts_at_most_one_cooldown() -> None:
+    state = replace(initial_state(0.0, DRY), last_release_at=0.0, dry_since=1.0, dry_seconds=0.5)
+    state = replace(state, reading=reading(600.0), last_scrape_ok=True)
+    assert unit_size(state, DRY, 600.0) == unit_size(replace(state, dry_seconds=2.0), DRY)
+    decision = ReleaseDecision(True, 10, Reason.RELEASED)
+    assert apply_release(state, decision, 600.0, DRY).dry_seconds == 2.0  # an outage, capped
+
+
+def test_the_dry_clock_stops_when_credits_return_or_nobody_waits() -> None:
+    state = observe(initial_state(0.0, DRY), reading(0.0), DRY)
+    state = released(with_waiters(state, 6), 0.0, DRY)
+    state, units = send(state, 4, 0.0, DRY)
+    assert state.dry_since == 0.0
+    returned = on_outcome(state, Outcome.CAPACITY, units[0], 1.0, DRY)
+    assert returned.dry_since is None and returned.open_credits == 1
+    state = remove_waiter(state)
+    assert state.dry_since == 0.0  # one page still waits
+    state = remove_waiter(state)
+    assert state.queued == 0 and state.dry_since is None
+    state = observe(with_waiters(state, 1), reading(2.0), DRY)
+    assert state.dry_since == 2.0, "a scrape notices pages queued without credits"
 
 
 # ------------------------------------------------------------------------- pacing: C
@@ -843,7 +906,9 @@ class Referee:
             assert r.healthy, "release on an unhealthy reading"
             assert r.waiting <= config.peak_ratio * state.peak, "release above the peak ratio"
             if self.releases:
-                assert now - self.releases[-1] >= config.cooldown_seconds, "two units in a cooldown"
+                # The policy's own arithmetic (last + cooldown), not now - last: in floats
+                # 17.3 - 12.3 is 4.999..., which a 5 s cooldown must not fail on.
+                assert now >= self.releases[-1] + config.cooldown_seconds, "two units in a cooldown"
                 assert self.latest_unit_done > 0, "release before progress"
             assert state.queued > state.open_credits, "release without demand"
             assert config.min_unit_pages <= decision.pages <= config.max_unit_pages

@@ -20,11 +20,13 @@ UNIT admission, "how much work may the pipeline promise the server?"
       4. progress: no release until a page of the previous unit has completed.
     Releases also need a good, fresh reading (a failed or stale scrape freezes them).
     A unit covers the room the page level has (C minus what is in flight or credited)
-    plus one cooldown of service at the estimated rate, with a margin, so one unit
-    outlasts the cooldown even on a fast GPU. The rate is the larger of the measured
-    drain and Little's law (in flight / mean page latency): the drain lags by a page
-    latency while the gate ramps up, Little's law does not. A unit that ran dry while
-    the server had room doubles the next one.
+    plus service at the estimated rate until the next release can come, with a margin:
+    one cooldown, plus the recent time pages sat at the gate without credits before a
+    release (the ratio and progress rules can hold a release past the cooldown), so a
+    unit outlasts the gap even on a fast GPU or a small server. The rate is the larger
+    of the measured drain and Little's law (in flight / mean page latency): the drain
+    lags by a page latency while the gate ramps up, Little's law does not. A unit that
+    ran dry while the server had room doubles the next one.
 
 PAGE pacing, "how many credited pages may be on the wire right now?"
     A credited page goes in flight only while in_flight < C (an adaptive concurrency
@@ -228,6 +230,8 @@ class GateState:
     last_unit_pages: int = 0
     unit_completed: int = 0                      # completed pages of the newest unit
     starved: bool = False                        # ran dry while the server had room
+    dry_since: float | None = None               # credits ran out with pages queued
+    dry_seconds: float = 0.0                     # decayed max of dry gaps before releases
     admitted_total: int = 0
     completed_total: int = 0
     drain_num: float = 0.0                       # decayed completions
@@ -310,6 +314,16 @@ def observe(
     open_credits = state.open_credits
     if state.queued > 0 and open_credits == 0 and queue < low and not pressured:
         state = replace(state, starved=True)
+    return _mark_dry(state, reading.at)
+
+
+def _mark_dry(state: GateState, now: float) -> GateState:
+    """Start (or stop) the clock of pages queued at the gate with no credit to take."""
+    dry = state.queued > 0 and state.open_credits == 0
+    if dry and state.dry_since is None:
+        return replace(state, dry_since=now)
+    if not dry and state.dry_since is not None:
+        return replace(state, dry_since=None)
     return state
 
 
@@ -497,7 +511,8 @@ def remove_waiter(state: GateState) -> GateState:
     """A waiting page gave up before it was admitted."""
     if state.queued <= 0:
         raise ValueError("no waiter to remove")
-    return replace(state, queued=state.queued - 1)
+    state = replace(state, queued=state.queued - 1)
+    return state if state.queued > 0 else replace(state, dry_since=None)
 
 
 # ---------------------------------------------------------------------------- releases
@@ -527,19 +542,25 @@ def page_room(state: GateState, config: GateConfig) -> int:
     return max(0, room - state.open_credits)
 
 
-def unit_size(state: GateState, config: GateConfig) -> int:
-    """Pages in the next unit: the page level's room plus a cooldown of service, clamped.
+def unit_size(state: GateState, config: GateConfig, now: float | None = None) -> int:
+    """Pages in the next unit: the page level's room plus service until the next release.
 
-    Before any page has completed there is nothing to size from, so the unit is
-    `first_unit_pages` (the page level keeps the server safe meanwhile).
+    The next release comes one cooldown later at the earliest, and later still when
+    the peak-ratio or progress rule holds it; `dry_seconds` is how long pages recently
+    sat at the gate without credits before a release came, so the unit covers that
+    too. (On a 4-slot server the ratio rule needs a reading of 0 waiting, which with
+    vLLM's one-step gauge lag comes seconds after the cooldown.) With `now`, a dry gap
+    still open counts at once. Before any page has completed there is nothing to size
+    from, so the unit is `first_unit_pages` (the page level keeps the server safe
+    meanwhile).
     """
     rate = service_rate(state, config)
     if rate is None:
         pages = config.first_unit_pages
     else:
-        pages = math.ceil(
-            page_room(state, config) + rate * config.cooldown_seconds * config.unit_margin
-        )
+        dry = state.dry_seconds if now is None else _dry_gap(state, now, config)
+        interval = config.cooldown_seconds + dry
+        pages = math.ceil(page_room(state, config) + rate * interval * config.unit_margin)
     if state.starved and state.last_unit_pages > 0:
         pages = max(pages, 2 * state.last_unit_pages)
     return min(config.max_unit_pages, max(config.min_unit_pages, pages))
@@ -573,7 +594,7 @@ def decide_release(state: GateState, now: float, config: GateConfig) -> ReleaseD
             return hold(Reason.PROGRESS)
     if reading.waiting > config.peak_ratio * state.peak:
         return hold(Reason.PEAK_RATIO)
-    return ReleaseDecision(True, unit_size(state, config), Reason.RELEASED)
+    return ReleaseDecision(True, unit_size(state, config, now), Reason.RELEASED)
 
 
 def apply_release(
@@ -591,7 +612,23 @@ def apply_release(
         last_unit_pages=decision.pages,
         unit_completed=0,
         starved=False,
+        dry_since=None,
+        dry_seconds=_dry_gap(state, now, config),
     )
+
+
+def _dry_gap(state: GateState, now: float, config: GateConfig) -> float:
+    """The dry gap to size the next units for: the newest one, or half the last estimate.
+
+    Halving per release forgets a gap that no longer happens within a few units. The
+    gap counts at most one cooldown, so an outage (the gate paused for minutes with
+    pages queued) does not turn into one enormous unit after it.
+    """
+    if state.dry_since is None or state.last_release_at is None:
+        gap = 0.0  # before the first release nothing ran dry: the gate had not started
+    else:
+        gap = max(0.0, now - state.dry_since)
+    return min(config.cooldown_seconds, max(gap, 0.5 * state.dry_seconds))
 
 
 # ---------------------------------------------------------------------------- pages
@@ -658,7 +695,7 @@ def dispatch(state: GateState, now: float, config: GateConfig) -> tuple[GateStat
         in_flight=state.in_flight + 1,
         admitted_total=state.admitted_total + 1,
     )
-    return state, unit_id
+    return _mark_dry(state, now), unit_id
 
 
 def on_outcome(
@@ -686,7 +723,7 @@ def on_outcome(
         if dispatched_at is not None:
             state = _update_latency(state, now - dispatched_at, now, config)
         return state
-    state = replace(state, credits=_return_credit(state.credits, unit_id))
+    state = replace(state, credits=_return_credit(state.credits, unit_id), dry_since=None)
     if outcome is Outcome.CAPACITY:
         recent = (
             state.last_backoff_at is not None
