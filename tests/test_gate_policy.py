@@ -782,6 +782,17 @@ def test_token_bucket_spreads_a_unit_over_time() -> None:
     assert page_allowance(state, 0.35, config) == 3
 
 
+def test_a_short_poll_still_leaves_the_bucket_c_floor_tokens() -> None:
+    """At 10 pages/s and a 0.1 s poll, one poll's worth is one token: a loop that wakes
+    0.3 s late would lose two of three. The bucket keeps C's floor (4) instead."""
+    config = GateConfig(poll_interval_seconds=0.1, stale_after_seconds=3.0, pace_min_rate=10.0)
+    state = _open_gate(config, 100)
+    assert page_allowance(state, 0.0, config) == config.concurrency_floor == 4
+    state, _ = send(state, 4, 0.0, config)
+    assert page_allowance(state, 0.3, config) == 3  # the late wake-up keeps its refill
+    assert page_allowance(state, 2.0, config) == 4  # and idle time does not pile up
+
+
 @pytest.mark.parametrize(
     ("limit", "cap", "in_flight", "allowed"),
     [(16, 1600, 0, 10), (16, 1600, 12, 4), (16, 1600, 16, 0), (30, 20, 15, 5), (30, 20, 25, 0)],

@@ -653,7 +653,15 @@ _TOKEN_EPSILON = 1e-9
 
 
 def _bucket_size(rate: float, config: GateConfig) -> float:
-    return max(1.0, rate * config.poll_interval_seconds)
+    """One poll interval's worth of tokens, and never fewer than C's floor.
+
+    With a short poll (0.1 s against a tiny server) one poll's worth is a single token,
+    and every tick the decision loop wakes late (a busy event loop, a CPU shared with
+    the engine) throws the refill away: the bucket, not C, then capped the real engine
+    at half its rate. C never goes below its floor, so letting that many pages through
+    at once is never a burst the page level would not allow anyway.
+    """
+    return max(float(config.concurrency_floor), rate * config.poll_interval_seconds)
 
 
 def _tokens(state: GateState, now: float, config: GateConfig) -> float:
