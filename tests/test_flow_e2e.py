@@ -41,6 +41,16 @@ def metric_total(metrics_url: str, name: str) -> float:
     return total
 
 
+def engine_busy(metrics_url: str) -> float:
+    """Requests on the engine (running plus waiting), or 0 when /metrics does not answer:
+    it can answer late on a loaded machine, or not at all around a kill."""
+    try:
+        return sum(metric_total(metrics_url, name) for name in
+                   ("vllm:num_requests_running", "vllm:num_requests_waiting"))
+    except httpx.TransportError:
+        return 0.0
+
+
 def read_results(workspace: Path) -> dict[str, dict[str, Any]]:
     docs = {}
     for path in sorted((workspace / "results").glob("*.jsonl")):

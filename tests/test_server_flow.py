@@ -20,7 +20,7 @@ import pytest
 
 from pagegate.sim.process import free_port
 from tests.test_exactly_once_faults import audit, write_corpus
-from tests.test_flow_e2e import metric_total, run_flow
+from tests.test_flow_e2e import engine_busy, run_flow
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
 
@@ -53,11 +53,7 @@ def test_server_killed_mid_run_is_restarted_and_no_page_is_lost(tmp_path: Path) 
         while not in_flight:
             if time.monotonic() > deadline or run_over.is_set():
                 return
-            try:
-                busy = sum(metric_total(metrics, name) for name in
-                           ("vllm:num_requests_running", "vllm:num_requests_waiting"))
-            except httpx.TransportError:
-                busy = 0.0  # /metrics can answer late on a loaded machine
+            busy = engine_busy(metrics)
             if busy > 0:
                 in_flight.append(busy)
             else:

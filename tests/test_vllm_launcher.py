@@ -26,7 +26,7 @@ from pagegate import samples
 from pagegate.sim.process import free_port
 from tests.fixtures.vllm_cpu import VllmCpuEnv
 from tests.test_exactly_once_faults import audit
-from tests.test_flow_e2e import metric_total, read_ledger, read_results, run_flow
+from tests.test_flow_e2e import engine_busy, read_ledger, read_results, run_flow
 from tests.test_vllm_engine import TINY_GATE
 
 pytestmark = [pytest.mark.vllm, pytest.mark.usefixtures("prefect_api")]
@@ -76,11 +76,7 @@ def test_launched_engine_killed_mid_run_is_restarted_and_no_page_is_lost(
         while not busy_at_kill:
             if time.monotonic() > deadline or run_over.is_set():
                 return
-            try:
-                busy = sum(metric_total(metrics, name) for name in
-                           ("vllm:num_requests_running", "vllm:num_requests_waiting"))
-            except httpx.TransportError:
-                busy = 0.0  # /metrics can answer late while the API server decodes images
+            busy = engine_busy(metrics)
             if busy > 0:
                 busy_at_kill.append(busy)
             else:
