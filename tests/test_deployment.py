@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+from uuid import UUID
 
 import httpx
 import pytest
@@ -87,7 +88,7 @@ async def force_retry(flow_run_id: str) -> None:
     from prefect.states import AwaitingRetry
 
     async with get_client() as client:
-        result = await client.set_flow_run_state(flow_run_id, AwaitingRetry(), force=True)
+        result: Any = await client.set_flow_run_state(flow_run_id, AwaitingRetry(), force=True)
         assert result.state is not None and result.state.name == "AwaitingRetry"
 
 
@@ -99,12 +100,15 @@ async def run_artifacts(flow_run_id: str) -> dict[str, Any]:
 
     async with get_client() as client:
         artifacts = await client.read_artifacts(
-            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id])),
+            artifact_filter=ArtifactFilter(
+                flow_run_id=ArtifactFilterFlowRunId(any_=[UUID(str(flow_run_id))])
+            ),
             sort=ArtifactSort.CREATED_DESC,
         )
     newest: dict[str, Any] = {}
     for artifact in artifacts:
-        newest.setdefault(artifact.key, artifact)
+        if artifact.key is not None:  # keyless artifacts have no "newest of a key"
+            newest.setdefault(artifact.key, artifact)
     return newest
 
 

@@ -18,7 +18,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import pytest
 
@@ -95,7 +95,7 @@ async def _failed_table(flow_run_id: Any) -> list[dict[str, str]]:
     tables = [a for a in artifacts if a.key == "ocr-failed-pdfs"]
     assert tables, [a.key for a in artifacts]
     data = tables[0].data
-    rows: list[dict[str, str]] = json.loads(data) if isinstance(data, str) else data
+    rows = cast(list[dict[str, str]], json.loads(data) if isinstance(data, str) else data)
     return rows
 
 
@@ -129,13 +129,14 @@ def test_ui_retry_redoes_only_the_failed_group_and_only_its_unfinished_pdf(
 
     async def scenario() -> tuple[Any, Any, float, float]:
         await _deployment_id(served)
-        first = await run_deployment(f"ocr-pdfs/{DEPLOYMENT}", parameters=params, timeout=0)
+        started: Any = run_deployment(f"ocr-pdfs/{DEPLOYMENT}", parameters=params, timeout=0)
+        first = await started  # a coroutine here; Prefect's sync/async dual typing hides it
         run1 = await wait_final(first.id, served, timeout_s=TIMEOUT_S, runs=1)
         requests_first = metric_total(sim.metrics_url, "vllm:request_success_total")
         # The operator re-uploads d.pdf whole (3 pages now), then presses Retry.
         s3_client.put_object(Bucket=s3_bucket, Key="in/d.pdf", Body=samples.text_pdf(3, title="D"))
         async with get_client() as client:
-            forced = await client.set_flow_run_state(first.id, AwaitingRetry(), force=True)
+            forced: Any = await client.set_flow_run_state(first.id, AwaitingRetry(), force=True)
         assert forced.state is not None and forced.state.name == "AwaitingRetry"
         run2 = await wait_final(first.id, served, timeout_s=TIMEOUT_S, runs=2)
         requests_total = metric_total(sim.metrics_url, "vllm:request_success_total")

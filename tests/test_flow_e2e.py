@@ -26,7 +26,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
 def run_flow(**params: Any) -> tuple[Any, dict[str, Any]]:
     from flows.ocr_pdfs import ocr_pdfs
 
-    state = asyncio.run(ocr_pdfs(**params, return_state=True))
+    run: Any = ocr_pdfs(**params, return_state=True)  # a coroutine; Prefect types it loosely
+    state = asyncio.run(run)
     data = state.result(raise_on_failure=False)
     return state, data
 

@@ -38,7 +38,8 @@ import pytest
 
 from pagegate import samples
 from pagegate.documents import document_id
-from tests.test_deployment import log_tail, prefect_cli, prefect_env
+from tests.prefect_runs import log_tail
+from tests.test_deployment import prefect_cli, prefect_env
 from tests.test_flow_e2e import metric_total
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
@@ -164,7 +165,7 @@ def test_a_dead_node_s_shard_finishes_on_another_node_and_every_pdf_is_done_once
     result: dict[str, Any] = {}
 
     def run_planner() -> Any:
-        return asyncio.run(ocr_planner(
+        run: Any = ocr_planner(
             sources=[f"s3://{s3_bucket}/in/"],
             workspace=workspace,
             pdfs_per_shard=2,
@@ -178,7 +179,8 @@ def test_a_dead_node_s_shard_finishes_on_another_node_and_every_pdf_is_done_once
             poll_seconds=1,
             shard_parameters={"result_storage": f"s3://{s3_bucket}/prefect-results"},
             return_state=True,
-        ))
+        )
+        return asyncio.run(run)  # a coroutine; Prefect types it loosely
 
     def plan_and_run() -> None:
         result["state"] = run_planner()
