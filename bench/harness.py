@@ -54,7 +54,7 @@ from bench.strategies import (
 )
 from bench.synthetic import SyntheticGroup, SyntheticRenderer, synthetic_groups
 from pagegate.admission import FixedLimit, Gate, GateConfig, MetricsError, parse_vllm_metrics
-from pagegate.admission.base import Admission, Outcome, Permit, outcome_for_exception
+from pagegate.admission.base import Admission, Outcome, Permit, settled
 from pagegate.clock import Clock, ScaledClock
 from pagegate.page_client import PageClient
 from pagegate.page_ocr import PageOcr
@@ -265,22 +265,18 @@ class Metered:
             started = self.clock.now()
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
-            tap = _TapPermit(permit)
-            error: BaseException | None = None
-            try:
-                yield tap
-            except BaseException as exc:
-                error = exc
-                raise
-            finally:
+
+            def settle(outcome: Outcome) -> None:
                 self.in_flight -= 1
-                outcome = tap.outcome or outcome_for_exception(error)
                 self.outcomes[outcome.value] += 1
                 if outcome is Outcome.OK:
                     self.latencies.append(self.clock.now() - started)
                 elif outcome is Outcome.CONTENT and self.on_server_error is not None:
                     # A fault-free simulator answers 500 only once its engine is dead.
                     self.on_server_error()
+
+            with settled(_TapPermit(permit), settle) as tap:
+                yield tap
 
     def snapshot(self) -> dict[str, Any]:
         return self.inner.snapshot()

@@ -39,7 +39,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pagegate.admission.base import Outcome, Permit, RecordingPermit, outcome_for_exception
+from pagegate.admission.base import Outcome, Permit, RecordingPermit, settled
 from pagegate.clock import Clock
 
 log = logging.getLogger("bench.strategies")
@@ -63,16 +63,12 @@ class _Counts:
     async def hold(self) -> AsyncIterator[Permit]:
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
-        permit = RecordingPermit()
-        error: BaseException | None = None
-        try:
+        with settled(RecordingPermit(), self._settle) as permit:
             yield permit
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            self.in_flight -= 1
-            self.outcomes[(permit.outcome or outcome_for_exception(error)).value] += 1
+
+    def _settle(self, outcome: Outcome) -> None:
+        self.in_flight -= 1
+        self.outcomes[outcome.value] += 1
 
 
 class NoLimit:

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from typing import Any, Protocol, TypeVar
 
 from pagegate.errors import CapacityError
 
@@ -72,6 +72,32 @@ def outcome_for_exception(exc: BaseException | None) -> Outcome:
     return Outcome.CONTENT
 
 
+class ReportsOutcome(Protocol):
+    @property
+    def outcome(self) -> Outcome | None: ...
+
+
+PermitT = TypeVar("PermitT", bound=ReportsOutcome)
+
+
+@contextmanager
+def settled(permit: PermitT, settle: Callable[[Outcome], None]) -> Iterator[PermitT]:
+    """Hand out `permit`; however the holder's block ends, call `settle` once with the
+    outcome the holder reported, or else the one its exception implies.
+
+    Every admission returns a permit this way, so a cancelled or failed page is
+    counted the same by the gate, the router, a fixed limit and the bench's taps.
+    """
+    error: BaseException | None = None
+    try:
+        yield permit
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        settle(permit.outcome or outcome_for_exception(error))
+
+
 class RecordingPermit:
     """A permit that only remembers what its holder reported (outcome None if none)."""
 
@@ -109,17 +135,12 @@ class FixedLimit:
         async with self._sem:
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
-            permit = RecordingPermit()
-            exc: BaseException | None = None
-            try:
+            with settled(RecordingPermit(), self._settle) as permit:
                 yield permit
-            except BaseException as e:
-                exc = e
-                raise
-            finally:
-                self.in_flight -= 1
-                outcome = permit.outcome or outcome_for_exception(exc)
-                self.outcomes[outcome.value] += 1
+
+    def _settle(self, outcome: Outcome) -> None:
+        self.in_flight -= 1
+        self.outcomes[outcome.value] += 1
 
     def slot(self, group_id: str) -> AbstractAsyncContextManager[Permit]:
         return self._slot(group_id)

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from types import TracebackType
 from typing import Any, Self
 
-from pagegate.admission.base import Outcome, Permit, outcome_for_exception
+from pagegate.admission.base import Outcome, Permit, settled
 from pagegate.admission.metrics import MetricsPoller
 from pagegate.admission.policy import (
     GateConfig,
@@ -245,16 +245,13 @@ class Gate:
 
         self._serial += 1
         serial = self._serial
-        permit = _GatePermit(lambda: self._mark_sent(serial))
-        error: BaseException | None = None
-        try:
-            yield permit
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
+
+        def settle(outcome: Outcome) -> None:
             self._sent_at.pop(serial, None)
-            self._finish_page(admitted, permit.outcome or outcome_for_exception(error))
+            self._finish_page(admitted, outcome)
+
+        with settled(_GatePermit(lambda: self._mark_sent(serial)), settle) as permit:
+            yield permit
 
     def _mark_sent(self, serial: int) -> None:
         self._sent_at[serial] = self._clock.now()
