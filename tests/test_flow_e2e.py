@@ -52,6 +52,14 @@ def engine_busy(metrics_url: str) -> float:
         return 0.0
 
 
+def healthy(port: int, *, timeout: float = 2.0) -> bool:
+    """Whether the server on `port` answers /health with 200; False while it is down."""
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/health", timeout=timeout).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
 def read_results(workspace: Path) -> dict[str, dict[str, Any]]:
     docs = {}
     for path in sorted((workspace / "results").glob("*.jsonl")):

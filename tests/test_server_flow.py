@@ -20,7 +20,7 @@ import pytest
 
 from pagegate.sim.process import free_port
 from tests.test_exactly_once_faults import audit, write_corpus
-from tests.test_flow_e2e import engine_busy, run_flow
+from tests.test_flow_e2e import engine_busy, healthy, run_flow
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
 
@@ -63,13 +63,9 @@ def test_server_killed_mid_run_is_restarted_and_no_page_is_lost(tmp_path: Path) 
         # The restart gets a deadline of its own: ready_timeout_seconds (30) and room.
         restart_deadline = killed[0] + 60
         while time.monotonic() < restart_deadline:
-            if len(pids(pidfile)) == 2:
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                        back.append(time.monotonic())
-                        return
-                except httpx.TransportError:
-                    pass
+            if len(pids(pidfile)) == 2 and healthy(port, timeout=1):
+                back.append(time.monotonic())
+                return
             time.sleep(0.02)  # polling for the restarted server
 
     run_over = threading.Event()

@@ -26,7 +26,7 @@ from pagegate import samples
 from pagegate.sim.process import free_port
 from tests.fixtures.vllm_cpu import VllmCpuEnv
 from tests.test_exactly_once_faults import audit
-from tests.test_flow_e2e import engine_busy, read_ledger, read_results, run_flow
+from tests.test_flow_e2e import engine_busy, healthy, read_ledger, read_results, run_flow
 from tests.test_vllm_engine import TINY_GATE
 
 pytestmark = [pytest.mark.vllm, pytest.mark.usefixtures("prefect_api")]
@@ -90,13 +90,9 @@ def test_launched_engine_killed_mid_run_is_restarted_and_no_page_is_lost(
         restart_deadline = at + 300
         while time.monotonic() < restart_deadline:
             fresh = [p for p in api_server_pids(port) if p != pid]
-            if fresh:
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                        back_after.append(time.monotonic() - at)
-                        return
-                except httpx.TransportError:
-                    pass
+            if fresh and healthy(port):
+                back_after.append(time.monotonic() - at)
+                return
             time.sleep(0.2)  # polling for the restarted server
 
     run_over = threading.Event()
