@@ -76,7 +76,7 @@ reads zeros at t = 30 s and releases a second group that a real server (lines ev
 requests counted within seconds) would have held back. At 25x or less the burst lands in ~16 s or less,
 so the line before t = 30 s shows it. Results are in simulated seconds either way."""
 OLMOCR_STRATEGIES = ("olmocr-2024", "olmocr-lock")
-OLMOCR_PAGES_PER_GROUP = 500   # olmOCR --pages_per_group default (olmocr.md §1)
+OLMOCR_PAGES_PER_GROUP = 500   # olmOCR --pages_per_group default (olmocr/pipeline.py)
 MIN_GROUPS = 3                 # below 3 x 500 pages, groups shrink so 3 groups exist
 SAMPLES_PER_RUN = 500
 BUDGET_FACTOR = 3.0            # a run is stopped after 3x the ideal workload time

@@ -56,14 +56,14 @@ from bench.synthetic import SyntheticGroup, SyntheticRenderer, synthetic_groups
 from pagegate.admission import FixedLimit, Gate, GateConfig, MetricsError, parse_vllm_metrics
 from pagegate.admission.base import Admission, Outcome, Permit, settled
 from pagegate.clock import Clock, ScaledClock
-from pagegate.page_client import PageClient
-from pagegate.page_ocr import PageOcr
-from pagegate.profiles import DEFAULT_PROFILE, get_profile
-from pagegate.run_stats import RunStats
+from pagegate.ocr.client import PageClient
+from pagegate.ocr.page import PageOcr
+from pagegate.ocr.stats import RunStats
 from pagegate.sim.model import ServerModel
 from pagegate.sim.process import SimProcess
 from pagegate.sim.profiles import get_server_profile
 from pagegate.sim.workload import OUTPUT_MEAN_TOKENS, TYPICAL_PROMPT_TOKENS, output_tokens
+from pagegate.vlm.profiles import DEFAULT_PROFILE, get_profile
 
 STRATEGIES = ("none", "olmocr-2024", "olmocr-lock", "fixed-1600", "pagegate")
 IDEAL = "ideal"
@@ -333,12 +333,13 @@ class ServerLogLine:
     """vLLM's periodic stats line ("Running: N reqs, Waiting: M reqs"), on the server's clock.
 
     vLLM prints it every 10 s whatever its clients are doing, and olmOCR parsed each line
-    as it arrived (olmocr.md §4). Here a thread of its own scrapes /metrics every 10
-    simulated seconds and keeps the newest line. In its own thread the line stays as
-    fresh as on a real server even while the client's event loop is busy firing a
-    500-page group: the harness scales time but not the client's CPU, so such a burst
-    stalls the loop for ~2 wall seconds, i.e. ~80 simulated seconds at 40x, and an
-    in-loop scraper would feed olmOCR's monitor lines far older than vLLM's.
+    as it arrived (`process_line` in allenai/olmocr `olmocr/pipeline.py`). Here a thread
+    of its own scrapes /metrics every 10 simulated seconds and keeps the newest line. In
+    its own thread the line stays as fresh as on a real server even while the client's
+    event loop is busy firing a 500-page group: the harness scales time but not the
+    client's CPU, so such a burst stalls the loop for ~2 wall seconds, i.e. ~80 simulated
+    seconds at 40x, and an in-loop scraper would feed olmOCR's monitor lines far older
+    than vLLM's.
     Before the first line, olmOCR's variables were 0; so is `latest`.
     """
 

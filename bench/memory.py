@@ -34,10 +34,10 @@ import httpx
 from pagegate import samples
 from pagegate.admission.base import FixedLimit
 from pagegate.config import RunConfig
-from pagegate.group_job import process_group
-from pagegate.pdf import inspect_pdf, render_page_png
-from pagegate.planning import Group
-from pagegate.run_context import open_run_context
+from pagegate.ocr.job import process_group
+from pagegate.ocr.run import open_run_context
+from pagegate.pdf.reader import inspect_pdf, render_page_png
+from pagegate.plan.groups import Group
 from pagegate.sim.process import SimProcess
 
 SCENARIOS = ("baseline", "group", "big-pdf", "huge-page", "eager")

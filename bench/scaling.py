@@ -2,7 +2,7 @@
 
 `python -m bench.scaling nodes` (about 2 minutes)
     One workload (text PDFs on disk) is planned into shards by the planner's own code
-    (pagegate.scale_plan: sample, fit, content-defined cut, manifests). Then N "nodes"
+    (pagegate.scale.plan: sample, fit, content-defined cut, manifests). Then N "nodes"
     work through the shard queue, each taking the next shard when it is free, as the
     planner's bounded launches and the pool's free workers do. A node is a simulator
     process of its own (its "GPU") and an in-process shard execution against it: the
@@ -52,15 +52,17 @@ import httpx
 from pagegate import samples
 from pagegate.admission.base import FixedLimit
 from pagegate.config import RunConfig
-from pagegate.group_job import process_group
-from pagegate.page_estimate import SizedPdf, fit_page_model, leave_one_out, sample_rank
-from pagegate.pdf import inspect_pdf
-from pagegate.planning import Group
-from pagegate.run_context import open_run_context
-from pagegate.scale_plan import plan_shards
-from pagegate.sharding import manifest_uris
+from pagegate.io.local import LocalStore
+from pagegate.io.s3 import make_s3_client
+from pagegate.io.storage import read_uri
+from pagegate.ocr.job import process_group
+from pagegate.ocr.run import open_run_context
+from pagegate.pdf.reader import inspect_pdf
+from pagegate.plan.groups import Group
+from pagegate.scale.estimate import SizedPdf, fit_page_model, leave_one_out, sample_rank
+from pagegate.scale.plan import plan_shards
+from pagegate.scale.shards import manifest_uris
 from pagegate.sim.process import SimProcess
-from pagegate.storage import LocalStore, make_s3_client, read_uri
 
 IN_FLIGHT = 16
 
@@ -283,7 +285,7 @@ def _plan_child(url: str) -> None:
     client = make_s3_client()
     rss0 = _peak_rss_mb()
     wall0, cpu0 = time.monotonic(), time.process_time()
-    from pagegate.storage import S3Store
+    from pagegate.io.s3 import S3Store
 
     plan = plan_shards(["s3://big/in/"], workspace=S3Store("big", "out", client=client),
                        target_pages=20_000, target_pdfs=1_000, s3_client=client,

@@ -2,8 +2,8 @@
 
 Each one implements `pagegate.admission.Admission`, so the same production `PageOcr`
 drives pages through it. Two of them reproduce olmOCR's old work-group semaphore as
-closely as the shared notes (olmocr.md §4) and allenai/olmocr `pipeline.py` at
-69c33ab (2025-08-15) allow:
+closely as allenai/olmocr `olmocr/pipeline.py` at 69c33ab (2025-08-15) and its later
+commits allow:
 
     semaphore = asyncio.Semaphore(1)              # shared by workers and the monitor
     worker:  await semaphore.acquire(); item = next work item;
@@ -44,11 +44,11 @@ from pagegate.clock import Clock
 
 log = logging.getLogger("bench.strategies")
 
-OLMOCR_WORKERS = 20          # olmOCR --workers default (olmocr.md §1)
+OLMOCR_WORKERS = 20          # olmOCR --workers default (allenai/olmocr olmocr/pipeline.py)
 OLMOCR_PEAK_RATIO = 0.1      # 69c33ab; raised to 0.2 in b5b1de9 (2025-09-29)
 OLMOCR_COOLDOWN_S = 30.0     # "time.time() - last_semaphore_release > 30"
 OLMOCR_MONITOR_S = 1.0       # timeout_task: await asyncio.sleep(1)
-VLLM_LOG_INTERVAL_S = 10.0   # vLLM's periodic stats line (olmocr.md §4, issue #370)
+VLLM_LOG_INTERVAL_S = 10.0   # vLLM's periodic stats line (log in allenai/olmocr issue #370)
 
 
 class _Counts:

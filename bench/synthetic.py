@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from PIL import Image
 
-from pagegate.page_ocr import PdfDocument
-from pagegate.pdf import RenderedPage
+from pagegate.ocr.page import PdfDocument
+from pagegate.pdf.reader import RenderedPage
 from pagegate.sim.workload import LETTER_PAGE_PX
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -68,7 +68,7 @@ def synthetic_groups(pages: int, group_pages: int) -> list[SyntheticGroup]:
 
 
 class SyntheticRenderer:
-    """A `pagegate.renderer.Renderer` that returns the tagged blank page, no PDF needed."""
+    """A `pagegate.pdf.renderer.Renderer` that returns the tagged blank page, no PDF needed."""
 
     def __init__(self, base_png: bytes | None = None) -> None:
         self.base_png = base_png if base_png is not None else blank_page_png()

@@ -51,10 +51,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pagegate.admission import FixedLimit, Gate, GateConfig, Outcome, parse_vllm_metrics
 from pagegate.admission.base import Admission
-from pagegate.profiles import DEFAULT_PROFILE, get_profile
 from pagegate.server.launcher import warmup_png
 from pagegate.sim.process import SimProcess, free_port
-from pagegate.vlm import build_chat_request
+from pagegate.vlm.chat import build_chat_request
+from pagegate.vlm.profiles import DEFAULT_PROFILE, get_profile
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "vllm-cpu-env"
@@ -121,7 +121,8 @@ def warmup_body(max_tokens: int = 4) -> dict[str, Any]:
 
 def wait_until_serving(root_url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
     """/health 200 and the model listed, then one image request (vLLM can pass /health
-    and die on its first request, shared notes environment.md)."""
+    and die on its first request: seen on this project's machine with vllm-cpu 0.32.0 and
+    a head_dim the CPU attention does not support)."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     with httpx.Client(timeout=10.0) as http:
         while True:

@@ -4,7 +4,8 @@ Orchestration only. Everything it calls is a plain pagegate module or a thin tas
 one. The runtime objects (HTTP client, admission gate, pdfium thread) are built here,
 in the flow's own event loop, and shared by every group task through a context
 variable; group tasks are awaited directly (not `.submit()`ed to a thread pool, which
-would give each task its own loop and break the shared gate: see the Prefect notes).
+would give each task its own loop and break the shared gate: Prefect's ThreadPoolTaskRunner
+runs each async task under `asyncio.run`, prefect/task_runners.py).
 
 Retry: the plan and every group persist their results under keys tied to this flow
 run (tasks/ocr_group.py). A group with a failed PDF ends Failed, the flow ends Failed
@@ -31,13 +32,12 @@ from pydantic import SecretStr
 from pagegate.admission.base import Admission
 from pagegate.clock import MonotonicClock
 from pagegate.config import RunConfig
-from pagegate.node_server import node_server_url
-from pagegate.outcomes import GroupOutcome, PdfOutcome, RunTotals
-from pagegate.pending import PendingPlan
-from pagegate.planning import Group
-from pagegate.run_context import open_run_context
-from pagegate.server.managed import open_run_server
-from pagegate.summary import failure_rows, summary_markdown
+from pagegate.ocr.outcomes import GroupOutcome, PdfOutcome, RunTotals
+from pagegate.ocr.run import open_run_context, open_run_server
+from pagegate.plan.groups import Group
+from pagegate.plan.pending import PendingPlan
+from pagegate.report.summary import failure_rows, summary_markdown
+from pagegate.server.target import node_server_url
 from tasks.admission_block import AdmissionGate
 from tasks.admission_factory import managed_server_for, open_admission
 from tasks.gate_param import gate_block_name
@@ -81,7 +81,7 @@ async def ocr_pdfs(
         workspace: where results/, markdown/ and ledger/ go (local path or s3://bucket/prefix).
         server_url: the OpenAI-compatible base URL of the vLLM server, e.g. http://host:8000/v1;
             empty: the node's own, PAGEGATE_SERVER_URL in the worker's environment, else
-            http://127.0.0.1:8000/v1 (pagegate/node_server.py).
+            http://127.0.0.1:8000/v1 (pagegate/server/target.py).
         model: the served model name sent in each request.
         pages_per_group: target pages per group task.
         workers: group tasks running at once.

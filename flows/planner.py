@@ -1,6 +1,6 @@
 """The `ocr-planner` flow: cut a large job into shards and run them across the GPU nodes.
 
-1. Plan (pagegate.scale_plan): stream the listing, estimate pages from object sizes
+1. Plan (pagegate.scale.plan): stream the listing, estimate pages from object sizes
    with a model fitted on a small sample, cut shards whose boundaries and ids follow
    from their keys, write each shard's keys to a manifest in the workspace.
 2. Launch: one run of the `shard` deployment (the `ocr-pdfs` flow, sources = the
@@ -10,7 +10,7 @@
 3. Watch: look at every running shard each `poll_seconds`; a crashed shard, or one whose
    worker died (no heartbeat for `stale_after_seconds`), is retried like the UI's Retry:
    the same run goes back to the pool and finishes on another node, skipping the PDFs
-   the dead attempt had committed (pagegate.shard_watch).
+   the dead attempt had committed (pagegate.scale.watch).
 4. Report: one markdown artifact over all shards; the run fails with the failed shards
    and, read from the workspace, their PDFs that are not done.
 
@@ -31,17 +31,12 @@ from prefect import State, flow, get_client, get_run_logger
 from prefect.artifacts import acreate_markdown_artifact
 from prefect.states import Completed, Failed
 
-from pagegate.scale_plan import PlannedShard, ScalePlan, plan_shards
-from pagegate.scale_summary import (
-    FailedPdf,
-    ShardOutcome,
-    failure_message,
-    planner_markdown,
-)
-from pagegate.shard_failures import uncommitted_pdfs
-from pagegate.shard_watch import Verdict, judge, launch_slots
-from pagegate.storage import make_s3_client
-from pagegate.workspace import Workspace
+from pagegate.io.s3 import make_s3_client
+from pagegate.output.workspace import Workspace
+from pagegate.scale.failures import uncommitted_pdfs
+from pagegate.scale.plan import PlannedShard, ScalePlan, plan_shards
+from pagegate.scale.summary import FailedPdf, ShardOutcome, failure_message, planner_markdown
+from pagegate.scale.watch import Verdict, judge, launch_slots
 from tasks.shard_runs import force_retry, last_heartbeat, launch_shard, read_runs, run_view
 
 

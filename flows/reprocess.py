@@ -20,7 +20,7 @@ from prefect.states import Completed
 from pydantic import SecretStr
 
 from flows.ocr_pdfs import execute_plan, flow_run_config
-from pagegate.reprocess_plan import check_reasons
+from pagegate.plan.reprocess import check_reasons
 from tasks.admission_block import AdmissionGate
 from tasks.ocr_group import plan_uris_task
 from tasks.reprocess_select import select_from_ledger_task

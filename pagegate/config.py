@@ -7,10 +7,9 @@ library below never reads the environment or argv itself.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from pagegate.server.managed import ManagedServerConfig
+from pagegate.server.managed import ManagedServerConfig
+from pagegate.server.target import DEFAULT_SERVER_URL
 
 S3_RETRY_MODES: tuple[str, ...] = ("standard", "adaptive", "legacy")  # botocore's retry modes
 
@@ -21,7 +20,7 @@ class RunConfig:
 
     sources: tuple[str, ...]
     workspace: str
-    server_url: str = "http://127.0.0.1:8000/v1"
+    server_url: str = DEFAULT_SERVER_URL
     model: str = "olmocr"                     # served model name; olmOCR serves as "olmocr"
     profile: str = "olmocr-2"
     api_key: str | None = None

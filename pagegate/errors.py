@@ -14,8 +14,13 @@ The tree separates *what went wrong* so that retries can tell the cases apart:
     ├── CapacityError              the server could not take the request now (503/429,
     │                              refused, reset, timeout); back off, never burns a page retry
     │   └── ServerUnavailableError capacity errors lasted past the deadline
-    └── ContentError               the server answered, but the answer is unusable
-        └── ReplyParseError        the reply does not follow the profile's format
+    ├── ContentError               the server answered, but the answer is unusable
+    │   └── ReplyParseError        the reply does not follow the profile's format
+    ├── MetricsError               a /metrics scrape gave no usable reading (the gate
+    │                              freezes: a missing reading, never a zero one)
+    ├── GateClosedError            the admission closed while a page waited; says nothing
+    │                              about the server, so a permit reports it as CANCELLED
+    └── ServerLaunchError          a server pagegate launched exited or never became ready
 
 `InputError.reason` is the short, stable reason class written to the failure ledger.
 """
@@ -87,3 +92,18 @@ class ContentError(PagegateError):
 
 class ReplyParseError(ContentError):
     """The reply text does not follow the model profile's reply format."""
+
+
+class MetricsError(PagegateError):
+    """A scrape gave no usable reading: unreachable, an HTTP error, or missing gauges.
+
+    The gate treats it as a missing reading (freeze), never as zeros.
+    """
+
+
+class GateClosedError(PagegateError):
+    """The gate was closed while a page was waiting for admission."""
+
+
+class ServerLaunchError(PagegateError):
+    """The server exited or never became ready; the message carries its last log lines."""

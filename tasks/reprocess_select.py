@@ -13,10 +13,10 @@ from typing import Any
 from prefect import task
 from prefect.context import TaskRunContext
 
-from pagegate.cache_keys import plan_cache_key
-from pagegate.reprocess_plan import select_for_reprocess
-from pagegate.storage import make_s3_client
-from pagegate.workspace import Workspace
+from pagegate.io.s3 import make_s3_client
+from pagegate.output.workspace import Workspace
+from pagegate.plan.reprocess import select_for_reprocess
+from tasks.cache_keys import plan_cache_key
 
 
 def _selection_key(context: TaskRunContext, parameters: dict[str, Any]) -> str | None:
@@ -30,7 +30,7 @@ def _selection_key(context: TaskRunContext, parameters: dict[str, Any]) -> str |
 def select_from_ledger(
     workspace: str, only_reasons: list[str] | None, *, s3_retry_mode: str = "standard"
 ) -> list[str]:
-    """The sources of the workspace's ledger records to redo (pagegate.reprocess_plan)."""
+    """The sources of the workspace's ledger records to redo (pagegate.plan.reprocess)."""
     ws = Workspace.open(workspace, s3_client=make_s3_client(retry_mode=s3_retry_mode))
     return select_for_reprocess(
         ws.iter_failures(), only_reasons=only_reasons, is_committed=ws.is_committed

@@ -1,7 +1,8 @@
 """Where group tasks persist their results, so a retried flow run finds the finished groups.
 
 A retry (UI "Retry", or any forced AwaitingRetry) may land on another machine, so in
-production the results must live in shared storage (shared/notes/prefect.md §5).
+production the results must live in shared storage (Prefect docs, "How to persist and
+retrieve workflow results": local results are not visible to a retry that runs elsewhere).
 `result_storage` (flow parameter, `--result-storage`) names it:
 
 - empty: Prefect's default: PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK if set, else the local
@@ -26,7 +27,8 @@ from typing import ClassVar
 from prefect.filesystems import WritableFileSystem
 from pydantic import Field, PrivateAttr
 
-from pagegate.storage import S3_SCHEME, S3Store, make_s3_client, split_s3_uri
+from pagegate.io.s3 import S3Store, make_s3_client
+from pagegate.io.store import S3_SCHEME, split_s3_uri
 
 
 class S3ResultStorage(WritableFileSystem):

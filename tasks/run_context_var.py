@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 
-from pagegate.run_context import RunContext
+from pagegate.ocr.run import RunContext
 
 RUN_CONTEXT: ContextVar[RunContext] = ContextVar("pagegate_run_context")
 

@@ -2,7 +2,7 @@
 
 `open_run_monitor` is entered by the ocr-pdfs flow once the groups are planned and the
 run context is live. It writes the plan to `runs/<flow run id>/plan.json`, creates the
-`ocr-progress` artifact, and runs `pagegate.progress.monitor` beside the groups: a
+`ocr-progress` artifact, and runs `pagegate.report.progress.monitor` beside the groups: a
 sample every second for the chart and the terminal display, an artifact update at most
 every 5 s (each update is an API call; the UI polls anyway). `finish` publishes the
 final sample (100 %), draws the chart and writes the run record. Nothing here may fail
@@ -29,9 +29,14 @@ from prefect.artifacts import (
 )
 
 from pagegate.clock import Clock
-from pagegate.outcomes import GroupOutcome, RunTotals
-from pagegate.planning import Group
-from pagegate.progress import (
+from pagegate.io.local import LocalStore
+from pagegate.io.s3 import S3Store
+from pagegate.io.store import Store, split_s3_uri
+from pagegate.ocr.outcomes import GroupOutcome, RunTotals
+from pagegate.ocr.run import RunContext
+from pagegate.plan.groups import Group
+from pagegate.report.chart import render_run_chart
+from pagegate.report.progress import (
     PROGRESS_LISTENER,
     PlanProgress,
     ProgressSample,
@@ -44,9 +49,7 @@ from pagegate.progress import (
     publish,
     take_sample,
 )
-from pagegate.run_chart import render_run_chart
-from pagegate.run_context import RunContext
-from pagegate.run_records import (
+from pagegate.report.records import (
     CHART_NAME,
     PLAN_NAME,
     RECORD_NAME,
@@ -55,7 +58,6 @@ from pagegate.run_records import (
     record_to_json,
     run_key,
 )
-from pagegate.storage import LocalStore, S3Store, Store, split_s3_uri
 
 log = logging.getLogger("pagegate.progress")
 

@@ -1,6 +1,6 @@
 """The planner's calls to the Prefect API: start shard runs, look at them, retry them.
 
-Thin I/O over the client; every decision is in pagegate.shard_watch.
+Thin I/O over the client; every decision is in pagegate.scale.watch.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from prefect.events.filters import (
 )
 from prefect.states import AwaitingRetry
 
-from pagegate.scale_plan import PlannedShard
-from pagegate.shard_watch import RunView
-from pagegate.sharding import shard_run_key
+from pagegate.scale.plan import PlannedShard
+from pagegate.scale.shards import shard_run_key
+from pagegate.scale.watch import RunView
 
 HEARTBEAT_EVENT = "prefect.flow-run.heartbeat"  # emitted by the flow engine (prefect/flow_engine.py)
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pagegate.attempts import Attempt, AttemptPlan
-from pagegate.profiles import get_profile
-from pagegate.vlm import PageReply
+from pagegate.ocr.attempts import Attempt, AttemptPlan
+from pagegate.vlm.profiles import get_profile
+from pagegate.vlm.reply import PageReply
 
 PROFILE = get_profile("olmocr-2")
 

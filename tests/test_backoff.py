@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from pagegate.backoff import BackoffPolicy, capacity_backoff
+from pagegate.ocr.backoff import BackoffPolicy, capacity_backoff
 
 
 def test_doubles_to_the_cap_without_jitter() -> None:

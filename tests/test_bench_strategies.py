@@ -1,4 +1,4 @@
-"""The benchmark's baseline strategies behave as olmOCR's code did (olmocr.md §4).
+"""The benchmark's baseline strategies behave as olmOCR's code did (olmocr/pipeline.py, 69c33ab).
 
 Fast tests drive the olmOCR semaphore with a FakeClock and a scripted stats line; the
 slow test runs the whole benchmark once on the `ci` profile over real HTTP.

@@ -10,7 +10,6 @@ flow-run subprocess inherits the test's AWS_* variables, as a production worker 
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import subprocess
 import sys
@@ -25,36 +24,13 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pagegate import samples
+from tests.helpers import prefect_cli, prefect_env
 from tests.prefect_runs import log_tail, stop_process, wait_final
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_TIMEOUT_S = 120.0
-
-
-def prefect_env(home: Path) -> dict[str, str]:
-    from prefect.settings import PREFECT_API_URL
-
-    return {
-        **os.environ,
-        "PREFECT_API_URL": str(PREFECT_API_URL.value()),
-        "PREFECT_HOME": str(home),
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PWD": str(REPO),  # prefect.yaml's pull step is "{{ $PWD }}", filled in at deploy time
-        # a short poll so the worker picks the run up within a second, not the default 10 s
-        "PREFECT_WORKER_QUERY_SECONDS": "1",
-        "PREFECT_WORKER_PREFETCH_SECONDS": "5",
-    }
-
-
-def prefect_cli(env: dict[str, str], *args: str, timeout: float = 120) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-m", "prefect", "--no-prompt", *args],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout,
-    )
-    assert proc.returncode == 0, f"prefect {' '.join(args)}:\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout
 
 
 @pytest.fixture

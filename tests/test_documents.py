@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pagegate.documents import (
+from pagegate.output.documents import (
     PageResult,
     build_dolma_document,
     document_id,
@@ -20,8 +20,8 @@ from pagegate.documents import (
     markdown_relpath,
     markdown_text,
 )
-from pagegate.profiles import get_profile
-from pagegate.vlm import PageReply
+from pagegate.vlm.profiles import get_profile
+from pagegate.vlm.reply import PageReply
 
 PROFILE = get_profile("olmocr-2")
 NOW = datetime(2026, 3, 25, 10, 30, tzinfo=UTC)

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from pagegate import samples
-from pagegate.page_estimate import (
+from pagegate.io.range_read import RangeFile, ranged_page_count
+from pagegate.scale.estimate import (
     DEFAULT_BYTES_PER_PAGE,
     PageModel,
     SizedPdf,
@@ -17,7 +18,6 @@ from pagegate.page_estimate import (
     leave_one_out,
     sample_rank,
 )
-from pagegate.range_read import RangeFile, ranged_page_count
 
 
 def test_the_fit_is_total_pages_over_total_bytes() -> None:

@@ -12,14 +12,14 @@ import pytest
 from prefect.states import Completed, Crashed, Failed
 
 from pagegate import samples
-from pagegate.cache_keys import group_cache_key, plan_cache_key
-from pagegate.ledger import FailureRecord, result_key
-from pagegate.outcomes import GroupOutcome, PdfOutcome
-from pagegate.pending import plan_pending, plan_uris
-from pagegate.planning import Group
-from pagegate.reprocess_plan import check_reasons, select_for_reprocess
-from pagegate.storage import LocalStore
-from pagegate.workspace import Workspace
+from pagegate.io.local import LocalStore
+from pagegate.ocr.outcomes import GroupOutcome, PdfOutcome
+from pagegate.output.ledger import FailureRecord, result_key
+from pagegate.output.workspace import Workspace
+from pagegate.plan.groups import Group
+from pagegate.plan.pending import plan_pending, plan_uris
+from pagegate.plan.reprocess import check_reasons, select_for_reprocess
+from tasks.cache_keys import group_cache_key, plan_cache_key
 from tasks.ocr_group import FailedGroup, group_outcome
 from tasks.result_storage import S3ResultStorage, resolve_result_storage
 
@@ -153,9 +153,10 @@ def test_selection_filters_reasons_and_drops_stale_records() -> None:
         record("d.pdf", "server_unavailable"),  # committed since: stale
     ]
     committed = {"c.pdf", "d.pdf"}
-    pick = lambda reasons: select_for_reprocess(  # noqa: E731
-        records, only_reasons=reasons, is_committed=committed.__contains__
-    )
+
+    def pick(reasons: list[str] | None) -> list[str]:
+        return select_for_reprocess(records, only_reasons=reasons, is_committed=committed.__contains__)
+
     assert pick(None) == ["a.pdf", "b.pdf", "c.pdf"]
     assert pick(["server_unavailable"]) == ["a.pdf"]
     assert pick(["page_error_rate", "unreadable"]) == ["b.pdf", "c.pdf"]

@@ -7,61 +7,19 @@ ledger. Page requests are read from the simulator's own counter.
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from pagegate import samples
 from pagegate.sim.process import SimProcess
-from tests.test_flow_e2e import metric_total, read_ledger, run_flow
+from tests.helpers import REPO, audit, cli_env, metric_total, run_flow, write_corpus
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-@dataclass(frozen=True)
-class Audit:
-    results: int
-    duplicates: int
-    ledger: int
-    sources: frozenset[str]
-    fallback_pages: int
-
-
-def audit(workspace: Path) -> Audit:
-    """Read every result object: exactly one complete Dolma line each."""
-    ids: list[str] = []
-    sources: list[str] = []
-    fallback = 0
-    for path in sorted((workspace / "results").glob("*.jsonl")):
-        lines = path.read_text().splitlines()
-        assert len(lines) == 1, f"{path.name}: {len(lines)} lines"
-        doc = json.loads(lines[0])
-        assert path.name == f"{doc['id']}.jsonl"
-        ids.append(doc["id"])
-        sources.append(doc["metadata"]["Source-File"])
-        fallback += doc["metadata"]["total-fallback-pages"]
-    return Audit(
-        results=len(ids),
-        duplicates=len(sources) - len(set(sources)) + len(ids) - len(set(ids)),
-        ledger=len(read_ledger(workspace)) if (workspace / "ledger").exists() else 0,
-        sources=frozenset(sources),
-        fallback_pages=fallback,
-    )
-
-
-def cli_env() -> dict[str, str]:
-    from prefect.settings import PREFECT_API_URL
-
-    return {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
 
 
 def cli_run(src: Path, ws: Path, server: str, *extra: str) -> subprocess.Popen[bytes]:
@@ -70,16 +28,6 @@ def cli_run(src: Path, ws: Path, server: str, *extra: str) -> subprocess.Popen[b
          "--server", server, *extra],
         cwd=REPO, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
-
-
-def write_corpus(src: Path, count: int, pages: int) -> dict[str, int]:
-    src.mkdir(parents=True)
-    written = {}
-    for i in range(count):
-        path = src / f"d{i:02d}.pdf"
-        path.write_bytes(samples.text_pdf(pages, title=f"Doc {i}", seed=i))
-        written[str(path)] = pages
-    return written
 
 
 def test_kill_9_mid_run_then_rerun_gives_every_pdf_exactly_once(tmp_path: Path) -> None:

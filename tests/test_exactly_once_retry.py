@@ -2,9 +2,9 @@
 
 `ocr_pdfs.serve()` runs in its own process (the deployment and its runner), the run is
 created from the deployment, and the retry is the API call behind the UI's Retry button
-(shared/notes/prefect.md §0 and §5). Sources, workspace and the persisted task results
-all live on moto's S3 server; pages go to the simulator, whose request counter shows
-exactly what the retry re-did.
+(Prefect's ui-v2 source: `set_flow_run_state` to SCHEDULED/AwaitingRetry, force=true).
+Sources, workspace and the persisted task results all live on moto's S3 server; pages go
+to the simulator, whose request counter shows exactly what the retry re-did.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import IO, Any, cast
 import pytest
 
 from pagegate import samples
-from pagegate.planning import PlannedPdf, plan_groups
+from pagegate.plan.groups import PlannedPdf, plan_groups
+from tests.helpers import metric_total
 from tests.prefect_runs import log_tail, stop_process, wait_final, wait_task_runs_final
-from tests.test_flow_e2e import metric_total
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
 

@@ -22,7 +22,7 @@ from PIL import Image
 from pydantic import SecretStr
 
 from pagegate import samples
-from tests.test_flow_e2e import read_ledger, read_results, run_flow
+from tests.helpers import read_ledger, read_results, run_flow
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
 
@@ -173,7 +173,7 @@ def test_s3_slow_down_for_a_while_is_retried_and_access_denied_is_recorded(
     sim = start_sim(profile="ci")
     s3_proxy.plan.deny("/in/denied.pdf")
     # 3 s: the first retry comes after a random 0-1 s (botocore's standard mode), plus the
-    # request's own time on a loaded machine; ten attempts (pagegate.storage) outlast it.
+    # request's own time on a loaded machine; ten attempts (pagegate.io.storage) outlast it.
     s3_proxy.plan.slow_down_for(3.0)
     s3_proxy.plan.unavailable_every(7)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -11,70 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from pagegate import samples
-from pagegate.documents import document_id
-from pagegate.pending import plan_pending
-from pagegate.storage import make_s3_client
+from pagegate.io.s3 import make_s3_client
+from pagegate.output.documents import document_id
+from pagegate.plan.pending import plan_pending
+from tests.helpers import metric_total, read_ledger, read_results, run_flow
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
-
-
-def run_flow(**params: Any) -> tuple[Any, dict[str, Any]]:
-    from flows.ocr_pdfs import ocr_pdfs
-
-    run: Any = ocr_pdfs(**params, return_state=True)  # a coroutine; Prefect types it loosely
-    state = asyncio.run(run)
-    data = state.result(raise_on_failure=False)
-    return state, data
-
-
-def metric_total(metrics_url: str, name: str) -> float:
-    text = httpx.get(metrics_url, timeout=10).text
-    total = 0.0
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name:
-                total += sample.value
-    return total
-
-
-def engine_busy(metrics_url: str) -> float:
-    """Requests on the engine (running plus waiting), or 0 when /metrics does not answer:
-    it can answer late on a loaded machine, or not at all around a kill."""
-    try:
-        return sum(metric_total(metrics_url, name) for name in
-                   ("vllm:num_requests_running", "vllm:num_requests_waiting"))
-    except httpx.TransportError:
-        return 0.0
-
-
-def healthy(port: int, *, timeout: float = 2.0) -> bool:
-    """Whether the server on `port` answers /health with 200; False while it is down."""
-    try:
-        return httpx.get(f"http://127.0.0.1:{port}/health", timeout=timeout).status_code == 200
-    except httpx.TransportError:
-        return False
-
-
-def read_results(workspace: Path) -> dict[str, dict[str, Any]]:
-    docs = {}
-    for path in sorted((workspace / "results").glob("*.jsonl")):
-        lines = path.read_text().splitlines()
-        assert len(lines) == 1, "one Dolma line per PDF"
-        doc = json.loads(lines[0])
-        docs[doc["metadata"]["Source-File"]] = doc
-    return docs
-
-
-def read_ledger(workspace: Path) -> dict[str, dict[str, Any]]:
-    return {
-        rec["source"]: rec
-        for rec in (json.loads(p.read_text()) for p in (workspace / "ledger").glob("*.json"))
-    }
 
 
 def test_local_in_local_out_with_markdown_and_a_bad_pdf(tmp_path: Path, start_sim: Any) -> None:

@@ -24,7 +24,7 @@ from pagegate.clock import FakeClock
 from tasks.admission_block import AdmissionGate
 
 # Shaped like a data-parallel vLLM V1 server's exposition (two engines); names as in
-# vllm/v1/metrics/loggers.py (shared notes peers-vllm.md).
+# vllm/v1/metrics/loggers.py.
 TWO_ENGINES = """\
 # HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge

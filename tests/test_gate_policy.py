@@ -15,7 +15,6 @@ from pagegate.admission.base import Outcome
 from pagegate.admission.policy import (
     GateConfig,
     GateState,
-    Reading,
     Reason,
     ReleaseDecision,
     add_waiter,
@@ -40,6 +39,7 @@ from pagegate.admission.policy import (
     unit_size,
     waiting_band,
 )
+from pagegate.server.metrics import Reading
 
 CFG = GateConfig()
 

@@ -28,7 +28,7 @@ from PIL import Image
 from pagegate.admission import FixedLimit, Gate, GateConfig, Outcome, parse_vllm_metrics
 from pagegate.admission import policy as P
 from pagegate.admission.base import Admission
-from pagegate.profiles import DEFAULT_PROFILE, get_profile
+from pagegate.server.metrics import Reading
 from pagegate.sim.model import ServerModel
 from pagegate.sim.profiles import PROFILES
 from pagegate.sim.workload import (
@@ -37,7 +37,8 @@ from pagegate.sim.workload import (
     output_tokens,
     run_closed_loop,
 )
-from pagegate.vlm import build_chat_request
+from pagegate.vlm.chat import build_chat_request
+from pagegate.vlm.profiles import DEFAULT_PROFILE, get_profile
 
 pytestmark = pytest.mark.slow
 
@@ -197,7 +198,7 @@ def run_gate_on_model(profile_name: str, pages: int, config: GateConfig | None =
             finished_at.append(done.finished_at)
         if now >= next_poll:
             s = model.snapshot()
-            reading = P.Reading(
+            reading = Reading(
                 waiting=s.waiting,
                 running=s.running,
                 kv_usage=s.kv_usage,

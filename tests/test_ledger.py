@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pagegate import errors
-from pagegate.documents import document_id
-from pagegate.ledger import (
+from pagegate.output.documents import document_id
+from pagegate.output.ledger import (
     REASONS,
     FailureRecord,
     ledger_key,

@@ -1,4 +1,4 @@
-"""pagegate.pdf: validation and page counts, rendering size and rotation, fallback text."""
+"""pagegate.pdf.reader: validation and page counts, rendering size and rotation, fallback text."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from pagegate.errors import (
     NotAPdfError,
     TooManyPagesError,
 )
-from pagegate.pdf import (
+from pagegate.pdf.reader import (
     PdfInfo,
     extract_page_text,
     inspect_pdf,
@@ -422,7 +422,7 @@ def test_page_without_a_text_layer_gives_empty_text() -> None:
 
 def test_a_run_password_does_not_break_plain_or_owner_locked_pdfs() -> None:
     """One password is configured for a whole run; it must only be used where it is needed."""
-    from pagegate.pdf import inspect_pdf as inspect
+    from pagegate.pdf.reader import inspect_pdf as inspect
     from pagegate.samples import encrypted_pdf, owner_locked_pdf, text_pdf
 
     assert inspect(text_pdf(2), password="secret").page_count == 2

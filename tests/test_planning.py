@@ -3,7 +3,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pagegate.planning import PlannedPdf, group_id, iter_groups, plan_groups
+from pagegate.plan.groups import PlannedPdf, group_id, iter_groups, plan_groups
 
 
 def pdfs(*pages: int | None) -> list[PlannedPdf]:

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from pagegate.profiles import DEFAULT_PROFILE, PROFILES, ModelProfile, get_profile
+from pagegate.vlm.profiles import DEFAULT_PROFILE, PROFILES, ModelProfile, get_profile
 
 
 def test_default_profile_is_olmocr_2_with_the_pipeline_numbers() -> None:

@@ -16,7 +16,10 @@ from rich.console import Console
 from rich.theme import Theme
 
 from pagegate.clock import FakeClock
-from pagegate.progress import (
+from pagegate.ocr.stats import RunStats
+from pagegate.report.chart import release_times, render_run_chart
+from pagegate.report.display import TerminalProgress, render_update
+from pagegate.report.progress import (
     PlanProgress,
     ProgressSample,
     ProgressUpdate,
@@ -30,9 +33,6 @@ from pagegate.progress import (
     publish,
     take_sample,
 )
-from pagegate.progress_display import TerminalProgress, render_update
-from pagegate.run_chart import release_times, render_run_chart
-from pagegate.run_stats import RunStats
 
 GATE = {
     "kind": "gate",

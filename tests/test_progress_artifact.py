@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 from pagegate.clock import FakeClock
-from pagegate.progress import PlanProgress, progress_update, take_sample
-from pagegate.run_stats import RunStats
+from pagegate.ocr.stats import RunStats
+from pagegate.report.progress import PlanProgress, progress_update, take_sample
 from tasks.run_monitor import ProgressArtifactSink
 
 pytestmark = [
@@ -39,7 +39,7 @@ def test_artifact_follows_updates_at_most_every_interval_and_always_at_the_end()
                 [artifact] = await client.read_artifacts(
                     artifact_filter=ArtifactFilter(id=ArtifactFilterId(any_=[artifact_id]))
                 )
-            seen.append((float(artifact.data), artifact.description or ""))
+            seen.append((float(str(artifact.data)), artifact.description or ""))
 
         await push(10)                 # t=0: first update goes out
         await clock.advance(1.0)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from pagegate import samples
-from tests.test_flow_e2e import metric_total, read_ledger, read_results, run_flow
+from tests.helpers import metric_total, read_ledger, read_results, run_flow
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
 
@@ -102,13 +102,14 @@ def test_reprocess_redoes_flagged_documents_and_explicit_lists(
     # No server_url: like a deployment run on a GPU worker, the node's own server from
     # PAGEGATE_SERVER_URL (a short deadline so a wrong server fails fast instead of waiting).
     monkeypatch.setenv("PAGEGATE_SERVER_URL", good.base_url)
-    state = asyncio.run(reprocess(workspace=str(ws), server_unavailable_after_seconds=10,
-                                  return_state=True))
+    run: Any = reprocess(workspace=str(ws), server_unavailable_after_seconds=10, return_state=True)
+    state = asyncio.run(run)
     flagged_requests = metric_total(good.metrics_url, "vllm:request_success_total") - requests_before
     # An explicit list: the clean, committed PDF is skipped; a vanished one is a download failure.
     gone = str(src / "gone.pdf")
-    listed = asyncio.run(reprocess(workspace=str(ws), server_url=good.base_url,
-                                   pdfs=[str(src / "clean.pdf"), gone], return_state=True))
+    run = reprocess(workspace=str(ws), server_url=good.base_url,
+                    pdfs=[str(src / "clean.pdf"), gone], return_state=True)
+    listed = asyncio.run(run)
     listed_summary = listed.result(raise_on_failure=False)
 
     assert state.is_completed(), state.message

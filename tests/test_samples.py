@@ -14,7 +14,7 @@ from pypdf import PdfReader
 
 from pagegate import samples
 from pagegate.errors import InputError
-from pagegate.pdf import inspect_pdf
+from pagegate.pdf.reader import inspect_pdf
 
 
 def _reason(data: bytes) -> str | None:

@@ -37,10 +37,9 @@ from typing import IO, Any
 import pytest
 
 from pagegate import samples
-from pagegate.documents import document_id
+from pagegate.output.documents import document_id
+from tests.helpers import metric_total, prefect_cli, prefect_env
 from tests.prefect_runs import log_tail
-from tests.test_deployment import prefect_cli, prefect_env
-from tests.test_flow_e2e import metric_total
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
 

@@ -9,7 +9,7 @@ import pytest
 
 from pagegate.clock import MonotonicClock
 from pagegate.config import RunConfig
-from pagegate.server.managed import open_run_server
+from pagegate.ocr.run import open_run_server
 from pagegate.server.watchdog import WatchLimits
 from tasks.admission_block import AdmissionGate
 from tasks.admission_factory import managed_server_for, run_gate_config

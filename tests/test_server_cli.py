@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from pagegate.sim.process import free_port
-from tests.test_exactly_once_faults import REPO, audit, cli_env, write_corpus
+from tests.helpers import REPO, audit, cli_env, write_corpus
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
 

@@ -19,29 +19,9 @@ from pathlib import Path
 import pytest
 
 from pagegate.sim.process import SimProcess, free_port
-from tests.test_exactly_once_faults import audit, write_corpus
-from tests.test_flow_e2e import metric_total, run_flow
+from tests.helpers import SLOW, audit, kill_when_busy, metric_total, run_flow, write_corpus
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
-
-SLOW = ("--time-scale", "0.25")  # a quarter of real speed, so the kill lands mid-run
-
-
-def busy(sim: SimProcess) -> float:
-    return sum(metric_total(sim.metrics_url, name)
-               for name in ("vllm:num_requests_running", "vllm:num_requests_waiting"))
-
-
-def kill_when_busy(sim: SimProcess, ws: Path, committed: int) -> float:
-    """SIGKILL the simulator once `committed` PDFs are written and pages are on it."""
-    deadline = time.monotonic() + 60
-    while len(list((ws / "results").glob("*.jsonl"))) < committed or busy(sim) == 0:
-        assert time.monotonic() < deadline, "the run never got going"
-        time.sleep(0.02)  # polling the workspace and the server's queue
-    assert sim.process is not None
-    sim.process.kill()
-    sim.process.wait(timeout=10)
-    return time.monotonic()
 
 
 class BackoffCounter(logging.Handler):

@@ -19,8 +19,7 @@ import httpx
 import pytest
 
 from pagegate.sim.process import free_port
-from tests.test_exactly_once_faults import audit, write_corpus
-from tests.test_flow_e2e import engine_busy, healthy, run_flow
+from tests.helpers import audit, engine_busy, healthy, run_flow, write_corpus
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
 

@@ -15,8 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.test_exactly_once_faults import audit, write_corpus
-from tests.test_flow_e2e import run_flow
+from tests.helpers import audit, run_flow, write_corpus
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
 

@@ -13,9 +13,7 @@ from pathlib import Path
 import pytest
 
 from pagegate.sim.process import SimProcess
-from tests.test_exactly_once_faults import audit, write_corpus
-from tests.test_flow_e2e import read_ledger, run_flow
-from tests.test_server_external_outage import SLOW, kill_when_busy
+from tests.helpers import SLOW, audit, kill_when_busy, read_ledger, run_flow, write_corpus
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
 

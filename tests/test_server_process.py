@@ -19,14 +19,15 @@ import httpx
 import pytest
 
 from pagegate.clock import MonotonicClock
-from pagegate.profiles import get_profile
-from pagegate.server.launcher import ServerLaunchError, VllmLauncher, warmup_png
+from pagegate.errors import ServerLaunchError
+from pagegate.server.launcher import VllmLauncher, warmup_png
 from pagegate.server.managed import open_managed_server
 from pagegate.server.settings import VllmSettings
 from pagegate.server.watchdog import Condition, WatchdogConfig, WatchLimits
 from pagegate.sim.process import free_port
-from pagegate.vlm import build_chat_request
-from tests.test_flow_e2e import metric_total
+from pagegate.vlm.chat import build_chat_request
+from pagegate.vlm.profiles import get_profile
+from tests.helpers import metric_total
 
 pytestmark = pytest.mark.slow
 

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from pagegate.sim.process import free_port
-from tests.test_exactly_once_faults import REPO
+from tests.helpers import REPO
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")]

@@ -17,9 +17,7 @@ from pathlib import Path
 import pytest
 
 from pagegate.sim.process import SimProcess
-from tests.test_exactly_once_faults import audit, write_corpus
-from tests.test_flow_e2e import metric_total, run_flow
-from tests.test_server_external_outage import busy
+from tests.helpers import audit, busy, metric_total, run_flow, write_corpus
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
 

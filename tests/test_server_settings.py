@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pagegate.server.managed import managed_server_config
-from pagegate.server.run_target import run_target_params
 from pagegate.server.settings import VllmSettings, parse_gpus, vllm_argv, vllm_env
+from pagegate.server.target import run_target_params
 from pagegate.server.watchdog import WatchLimits
 
 BASE = ["--host", "127.0.0.1", "--port", "8000", "--served-model-name", "olmocr",

@@ -7,12 +7,9 @@ import statistics
 
 import pytest
 
-from pagegate.node_server import DEFAULT_SERVER_URL, node_server_url
-from pagegate.page_estimate import PageModel
-from pagegate.scale_plan import PlannedShard, ScalePlan
-from pagegate.scale_summary import FailedPdf, ShardOutcome, failure_message, planner_markdown
-from pagegate.shard_watch import RunView, Verdict, is_dead, judge, launch_slots
-from pagegate.sharding import (
+from pagegate.scale.estimate import PageModel
+from pagegate.scale.plan import PlannedShard, ScalePlan
+from pagegate.scale.shards import (
     ListedPdf,
     Shard,
     iter_shards,
@@ -23,6 +20,9 @@ from pagegate.sharding import (
     shard_id,
     shard_run_key,
 )
+from pagegate.scale.summary import FailedPdf, ShardOutcome, failure_message, planner_markdown
+from pagegate.scale.watch import RunView, Verdict, is_dead, judge, launch_slots
+from pagegate.server.target import DEFAULT_SERVER_URL, node_server_url
 
 
 def listing(n: int, pages: int = 10, start: int = 0) -> list[ListedPdf]:

@@ -6,14 +6,14 @@ import json
 from typing import Any
 
 from pagegate import samples
-from pagegate.ledger import FailureRecord, ledger_key, record_to_json
-from pagegate.scale_plan import plan_shards
-from pagegate.scale_summary import FailedPdf
-from pagegate.shard_failures import uncommitted_pdfs
-from pagegate.sharding import manifest_uris
-from pagegate.sources import iter_sources
-from pagegate.storage import make_s3_client
-from pagegate.workspace import Workspace
+from pagegate.io.s3 import make_s3_client
+from pagegate.io.sources import iter_sources
+from pagegate.output.ledger import FailureRecord, ledger_key, record_to_json
+from pagegate.output.workspace import Workspace
+from pagegate.scale.failures import uncommitted_pdfs
+from pagegate.scale.plan import plan_shards
+from pagegate.scale.shards import manifest_uris
+from pagegate.scale.summary import FailedPdf
 
 PAGES = [1, 2, 3, 5, 8, 1, 2, 3, 5, 8, 13, 2]
 
@@ -94,7 +94,7 @@ def test_the_pdfs_not_done_of_a_shard_come_from_its_manifest_and_the_ledger(
 def test_pagegate_plan_prints_the_shards_and_writes_their_manifests(tmp_path: Any) -> None:
     from typer.testing import CliRunner
 
-    from pagegate.cli import app
+    from pagegate.cli.app import app
 
     src = tmp_path / "in"
     samples.write_sample_corpus(src, good=12, include_bad=False)

@@ -16,10 +16,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pagegate.clock import FakeClock, settle
 from pagegate.errors import ReplyParseError
-from pagegate.profiles import OLMOCR_2
 from pagegate.sim.app import SimConfig, build_app
 from pagegate.sim.workload import output_tokens, prompt_tokens
-from pagegate.vlm import build_chat_request, parse_chat_response
+from pagegate.vlm.chat import build_chat_request, parse_chat_response
+from pagegate.vlm.profiles import OLMOCR_2
 from tests.fixtures.sim import SimServer
 
 StartSim = Callable[..., SimServer]

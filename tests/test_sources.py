@@ -1,4 +1,4 @@
-"""pagegate.sources: every spec form, on disk and on moto's S3 server over HTTP."""
+"""pagegate.io.sources: every spec form, on disk and on moto's S3 server over HTTP."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from pagegate.errors import StorageError
-from pagegate.sources import iter_sources, s3_glob_match
-from pagegate.storage import ObjectInfo, make_s3_client
+from pagegate.io.s3 import make_s3_client
+from pagegate.io.sources import iter_sources, s3_glob_match
+from pagegate.io.store import ObjectInfo
 
 
 def count_calls(client: Any, operation: str) -> list[dict[str, Any]]:

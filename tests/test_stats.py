@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -13,10 +12,11 @@ from typing import Any
 import pytest
 
 from pagegate import samples
-from pagegate.documents import dolma_line
-from pagegate.ledger import FailureRecord, ledger_key, record_to_json, result_key
-from pagegate.planning import Group
-from pagegate.run_records import (
+from pagegate.io.local import LocalStore
+from pagegate.output.documents import dolma_line
+from pagegate.output.ledger import FailureRecord, ledger_key, record_to_json, result_key
+from pagegate.plan.groups import Group
+from pagegate.report.records import (
     PLAN_NAME,
     RunPlan,
     plan_from_json,
@@ -24,7 +24,7 @@ from pagegate.run_records import (
     run_id_of,
     run_key,
 )
-from pagegate.stats import (
+from pagegate.report.stats import (
     ResultMeta,
     collect_stats,
     format_stats,
@@ -33,7 +33,7 @@ from pagegate.stats import (
     result_meta,
     summarize,
 )
-from pagegate.storage import LocalStore
+from tests.helpers import run_flow
 
 AT = "2026-11-30T10:00:00.000Z"
 
@@ -136,12 +136,6 @@ def test_collect_reports_unreadable_objects_instead_of_failing(tmp_path: Path) -
 
 # ------------------------------------------------------------------ real runs
 
-
-def run_flow(**params: Any) -> tuple[Any, dict[str, Any]]:
-    from flows.ocr_pdfs import ocr_pdfs
-
-    state = asyncio.run(ocr_pdfs(**params, return_state=True))
-    return state, state.result(raise_on_failure=False)
 
 
 def stats_cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,4 @@
-"""pagegate.storage against a real directory and moto's S3 server over HTTP."""
+"""pagegate.io.storage against a real directory and moto's S3 server over HTTP."""
 
 from __future__ import annotations
 
@@ -13,16 +13,10 @@ from typing import Any
 import pytest
 
 from pagegate.errors import DownloadError, StorageError
-from pagegate.storage import (
-    TEMP_PREFIX,
-    LocalStore,
-    S3Store,
-    Store,
-    make_s3_client,
-    open_store,
-    read_uri,
-    split_s3_uri,
-)
+from pagegate.io.local import TEMP_PREFIX, LocalStore
+from pagegate.io.s3 import S3Store, make_s3_client
+from pagegate.io.storage import open_store, read_uri
+from pagegate.io.store import Store, split_s3_uri
 
 
 def count_calls(client: Any, operation: str) -> list[dict[str, Any]]:
@@ -191,7 +185,7 @@ def test_local_written_files_get_normal_permissions(tmp_path: Path) -> None:
 _CRASHING_WRITER = textwrap.dedent(
     """
     import resource, signal, sys
-    from pagegate.storage import LocalStore
+    from pagegate.io.local import LocalStore
     store = LocalStore(sys.argv[1])
     # Python starts with SIGXFSZ ignored, so a write past the limit fails with EFBIG;
     # restoring the default action makes the kernel kill the process mid-write instead.

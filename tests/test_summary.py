@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pagegate.outcomes import PdfOutcome, RunTotals
-from pagegate.summary import failure_rows, summary_markdown
+from pagegate.ocr.outcomes import PdfOutcome, RunTotals
+from pagegate.report.summary import failure_rows, summary_markdown
 
 
 def _totals() -> RunTotals:

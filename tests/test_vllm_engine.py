@@ -10,33 +10,28 @@ metrics reader on vLLM's own /metrics. Run with `pytest -m vllm` (scripts/test d
 from __future__ import annotations
 
 import asyncio
-from dataclasses import asdict
 from pathlib import Path
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.vllm_cpu import TINY_GATE as TINY_GATE_CONFIG
 from bench.vllm_cpu import VllmCpuServer, page_png
 from pagegate import samples
 from pagegate.admission import (
-    GateConfig,
     MetricsPoller,
     Reading,
     metrics_url_for,
     parse_vllm_metrics,
 )
-from pagegate.profiles import DEFAULT_PROFILE, get_profile
-from pagegate.vlm import build_chat_request
-from tests.test_exactly_once_faults import audit
-from tests.test_flow_e2e import metric_total, read_ledger, read_results, run_flow
+from pagegate.vlm.chat import build_chat_request
+from pagegate.vlm.profiles import DEFAULT_PROFILE, get_profile
+from tests.helpers import TINY_GATE, audit, metric_total, read_ledger, read_results, run_flow
 
 pytestmark = pytest.mark.vllm
 
 # bench.vllm_cpu.TINY_GATE as flow parameters: olmOCR's time constants scaled to pages of
 # a quarter second, a 2 s scrape timeout, 3 s staleness, a start at 8 pages in flight.
-TINY_GATE = {k: v for k, v in asdict(TINY_GATE_CONFIG).items() if v != getattr(GateConfig(), k)}
 
 
 def _gauge(text: str, name: str) -> float:

@@ -25,9 +25,15 @@ from bench.vllm_cpu import SERVED_NAME
 from pagegate import samples
 from pagegate.sim.process import free_port
 from tests.fixtures.vllm_cpu import VllmCpuEnv
-from tests.test_exactly_once_faults import audit
-from tests.test_flow_e2e import engine_busy, healthy, read_ledger, read_results, run_flow
-from tests.test_vllm_engine import TINY_GATE
+from tests.helpers import (
+    TINY_GATE,
+    audit,
+    engine_busy,
+    healthy,
+    read_ledger,
+    read_results,
+    run_flow,
+)
 
 pytestmark = [pytest.mark.vllm, pytest.mark.usefixtures("prefect_api")]
 

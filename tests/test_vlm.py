@@ -12,16 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pagegate.errors import ReplyParseError
-from pagegate.profiles import get_profile
-from pagegate.vlm import (
-    PageReply,
-    Usage,
-    build_chat_request,
-    format_reply_text,
-    parse_chat_response,
-    parse_reply_text,
-    usage_of,
-)
+from pagegate.vlm.chat import Usage, build_chat_request, parse_chat_response, usage_of
+from pagegate.vlm.profiles import get_profile
+from pagegate.vlm.reply import PageReply, format_reply_text, parse_reply_text
 
 PROFILE = get_profile("olmocr-2")
 FRONT = (

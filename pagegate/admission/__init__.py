@@ -1,14 +1,11 @@
 """Admission control: how much page work reaches the vLLM server, and when."""
 
 from pagegate.admission.base import Admission, FixedLimit, Outcome, Permit, outcome_for_exception
-from pagegate.admission.gate import Gate, GateClosedError, MetricsSource
-from pagegate.admission.metrics import (
-    MetricsError,
-    MetricsPoller,
-    metrics_url_for,
-    parse_vllm_metrics,
-)
-from pagegate.admission.policy import GateConfig, GateState, Reading, Reason, ReleaseDecision
+from pagegate.admission.gate import Gate, MetricsSource
+from pagegate.admission.metrics import MetricsPoller
+from pagegate.admission.policy import GateConfig, GateState, Reason, ReleaseDecision
+from pagegate.errors import GateClosedError, MetricsError
+from pagegate.server.metrics import Reading, metrics_url_for, parse_vllm_metrics
 
 __all__ = [
     "Admission",

@@ -11,7 +11,7 @@ A page worker holds a `Permit` for exactly the time one request is in flight:
 The permit always comes back: on a normal exit, an exception or a cancellation.
 If the worker did not call `finish`, leaving the block normally counts as `OK`,
 leaving it with `CapacityError` counts as `CAPACITY`, with any other exception as
-`CONTENT`, and cancellation as `CANCELLED`.
+`CONTENT`, and cancellation or a closed gate (`GateClosedError`) as `CANCELLED`.
 
 Outcomes feed the limiter the way Netflix concurrency-limits' listener does
 (onSuccess / onDropped / onIgnore): OK and CONTENT are pages the server finished
@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import Any, Protocol, TypeVar
 
-from pagegate.errors import CapacityError
+from pagegate.errors import CapacityError, GateClosedError
 
 
 class Outcome(enum.Enum):
@@ -65,8 +65,8 @@ def outcome_for_exception(exc: BaseException | None) -> Outcome:
     """The outcome to record when a permit is returned without an explicit `finish`."""
     if exc is None:
         return Outcome.OK
-    if isinstance(exc, asyncio.CancelledError):
-        return Outcome.CANCELLED
+    if isinstance(exc, (asyncio.CancelledError, GateClosedError)):
+        return Outcome.CANCELLED  # nothing learned about the server
     if isinstance(exc, CapacityError):
         return Outcome.CAPACITY
     return Outcome.CONTENT

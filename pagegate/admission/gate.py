@@ -38,7 +38,6 @@ from pagegate.admission.metrics import MetricsPoller
 from pagegate.admission.policy import (
     GateConfig,
     GateState,
-    Reading,
     Reason,
     ReleaseDecision,
     add_waiter,
@@ -61,16 +60,13 @@ from pagegate.admission.policy import (
     waiting_band,
 )
 from pagegate.clock import Clock, MonotonicClock
-from pagegate.errors import PagegateError, ServerUnavailableError
+from pagegate.errors import GateClosedError, ServerUnavailableError
+from pagegate.server.metrics import Reading
 
 logger = logging.getLogger("pagegate.gate")
 
 MetricsSource = Callable[[], Awaitable[Reading]]
 """An async callable returning a fresh Reading, or raising when none can be had."""
-
-
-class GateClosedError(PagegateError):
-    """The gate was closed while a page was waiting for admission."""
 
 
 @dataclass(frozen=True, slots=True)

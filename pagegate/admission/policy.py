@@ -55,6 +55,7 @@ import math
 from dataclasses import dataclass, replace
 
 from pagegate.admission.base import Outcome
+from pagegate.server.metrics import Reading
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,24 +154,6 @@ class GateConfig:
     @property
     def concurrency_start(self) -> int:
         return min(self.initial_concurrency, self.max_in_flight_pages)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Reading:
-    """One scrape of the server's /metrics, summed over data-parallel engines.
-
-    `at` is the gate clock's time when the scrape answered. Counters are None when the
-    server does not export them (older vLLM, simulators); the signals built on them are
-    then off. `healthy=False` lets a source report a server that answered but is unfit.
-    """
-
-    waiting: int
-    running: int
-    kv_usage: float
-    at: float
-    preemptions_total: float | None = None
-    generation_tokens_total: float | None = None
-    healthy: bool = True
 
 
 class Reason(enum.StrEnum):

@@ -26,10 +26,10 @@ from types import TracebackType
 from typing import Any
 
 from pagegate.admission.base import Admission, Outcome, Permit, outcome_for_exception
-from pagegate.admission.gate import Gate, GateClosedError
+from pagegate.admission.gate import Gate
 from pagegate.admission.policy import pause_reason
 from pagegate.clock import Clock, MonotonicClock
-from pagegate.errors import ServerUnavailableError
+from pagegate.errors import GateClosedError, ServerUnavailableError
 
 log = logging.getLogger("pagegate.router")
 

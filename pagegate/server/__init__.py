@@ -1,1 +1,2 @@
-"""Running and supervising the vLLM server ourselves: launch settings, launcher, watchdog."""
+"""The vLLM server: its /metrics contract, which server a run uses, and launching and
+supervising one ourselves (settings, launcher, watchdog, reaper)."""

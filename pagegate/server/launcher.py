@@ -1,9 +1,10 @@
 """`vllm serve` as a managed child process: start, wait until ready, warm up, stop.
 
 Readiness is checked the way olmOCR does it (GET /v1/models until the model is listed,
-shared notes olmocr.md §5) plus vLLM's /health (200 once the engine is up, 503 when it
-died; peers-vllm.md). Then one tiny page goes through the normal chat request, so the
-first real pages do not pay for CUDA graph capture and the image processor's first use.
+`vllm_server_ready` in allenai/olmocr `olmocr/pipeline.py`) plus vLLM's /health (200 once
+the engine is up, 503 when it died; vllm-project/vllm PR #24897). Then one tiny page goes
+through the normal chat request, so the first real pages do not pay for CUDA graph
+capture and the image processor's first use.
 
 The server runs in its own process group: vLLM starts engine-core and worker children,
 and a stop must reach them all, or a restarted server finds the GPU still taken. If
@@ -29,20 +30,16 @@ import httpx
 from PIL import Image
 
 from pagegate.clock import Clock, MonotonicClock
-from pagegate.errors import PagegateError
-from pagegate.profiles import get_profile
+from pagegate.errors import ServerLaunchError
 from pagegate.server.settings import VllmSettings, vllm_argv, vllm_env
-from pagegate.vlm import build_chat_request
+from pagegate.vlm.chat import build_chat_request
+from pagegate.vlm.profiles import get_profile
 
 SERVER_LOG = logging.getLogger("pagegate.vllm")
 log = logging.getLogger("pagegate.server")
 
 LINE_LIMIT = 1 << 20  # longer output lines are logged in pieces, never left in the pipe
 WARMUP_MAX_TOKENS = 16  # enough to run the whole pipeline once, short enough to be quick
-
-
-class ServerLaunchError(PagegateError):
-    """The server exited or never became ready; the message carries its last log lines."""
 
 
 def warmup_png(side: int = 64) -> bytes:

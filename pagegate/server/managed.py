@@ -15,7 +15,6 @@ from typing import Any
 import httpx
 
 from pagegate.clock import Clock
-from pagegate.config import RunConfig
 from pagegate.server.launcher import VllmLauncher
 from pagegate.server.settings import VllmSettings, parse_gpus
 from pagegate.server.watchdog import Supervisor, WatchdogConfig, WatchLimits
@@ -153,29 +152,3 @@ def managed_server_config(params: Mapping[str, Any]) -> ManagedServerConfig:
         ready_timeout_seconds=float(params.get("ready_timeout_seconds", 1200.0)),
         stop_timeout_seconds=float(params.get("stop_timeout_seconds", 10.0)),
     )
-
-
-@contextlib.asynccontextmanager
-async def open_run_server(
-    config: RunConfig, *, http: httpx.AsyncClient, clock: Clock
-) -> AsyncIterator[RunConfig]:
-    """The run's config, pointed at launched servers when it asks for them.
-
-    Without `managed_server` the config comes back as it is (external servers). With
-    it, the server (or one per GPU) is started, ready and warmed up, and supervised until
-    exit; the config's server_url (and server_urls, for several) and model name follow.
-    """
-    managed = config.managed_server
-    if managed is None:
-        yield config
-        return
-    if config.server_urls:
-        raise ValueError("server_urls and a launched server exclude each other")
-    async with open_managed_servers(
-        managed.server_settings(), http=http, clock=clock, watchdog=managed.watchdog,
-        profile=config.profile, ready_timeout_seconds=managed.ready_timeout_seconds,
-        stop_timeout_seconds=managed.stop_timeout_seconds,
-    ) as servers:
-        urls = tuple(server.base_url for server in servers)
-        yield replace(config, server_url=urls[0], server_urls=urls if len(urls) > 1 else (),
-                      model=managed.vllm.served_model_name)

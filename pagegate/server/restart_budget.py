@@ -1,9 +1,10 @@
 """How many restarts the watchdog may still make: a token bucket that refills over time.
 
-olmOCR stops after 5 restarts in a job's lifetime (MAX_RETRIES, never reset; shared
-notes olmocr.md §5), so a week-long job dies of five unrelated crashes. Here a crash
-loop is still cut off (the bucket empties) but a server that has run cleanly for a
-while earns its restarts back: one token every `refill_seconds`, up to `capacity`.
+olmOCR stops after 5 restarts in a job's lifetime (MAX_RETRIES, never reset;
+`vllm_server_host` in allenai/olmocr `olmocr/pipeline.py`), so a week-long job dies of
+five unrelated crashes. Here a crash loop is still cut off (the bucket empties) but a
+server that has run cleanly for a while earns its restarts back: one token every
+`refill_seconds`, up to `capacity`.
 """
 
 from __future__ import annotations

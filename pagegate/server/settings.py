@@ -1,8 +1,8 @@
 """How to launch `vllm serve`: the settings as plain data and the argv they make.
 
 Flag names are vLLM's (`vllm serve --help`); the defaults and the set of flags follow
-olmOCR's `vllm_server_task` (shared notes olmocr.md §5): it serves as "olmocr", sets the
-tensor/data parallel sizes, `--limit-mm-per-prompt '{"video": 0}'`, and forwards any
+olmOCR's `vllm_server_task` (allenai/olmocr `olmocr/pipeline.py`): it serves as "olmocr",
+sets the tensor/data parallel sizes, `--limit-mm-per-prompt '{"video": 0}'`, and forwards any
 unknown argument verbatim. A flag whose setting is None is left out, so vLLM's own
 default applies (and a stand-in such as the simulator is not handed flags it lacks); an
 empty `limit_mm_per_prompt` is left out too, so the command line can drop it.

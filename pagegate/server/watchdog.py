@@ -2,7 +2,7 @@
 
 The detector is pure: `observe` folds one probe into a small state (since when the
 token counter has been flat with work on the server, since when /health has gone
-unanswered) and `classify` names the condition. Conditions (peers-vllm.md):
+unanswered) and `classify` names the condition. Conditions (sources named on each):
 
 - DEAD: the process exited.
 - UNHEALTHY: /health answered 503 (vLLM: the engine core died, PR #24897).
@@ -28,8 +28,9 @@ from typing import Protocol
 
 import httpx
 
-from pagegate.admission.metrics import MetricsError, parse_vllm_metrics
 from pagegate.clock import Clock
+from pagegate.errors import MetricsError
+from pagegate.server.metrics import parse_vllm_metrics
 from pagegate.server.restart_budget import RestartBudget
 
 log = logging.getLogger("pagegate.server")

@@ -60,7 +60,7 @@ from pagegate.sim.model import (
 )
 from pagegate.sim.profiles import ServerProfile, get_server_profile
 from pagegate.sim.workload import output_tokens, png_size, prompt_tokens
-from pagegate.vlm import PageReply, format_reply_text
+from pagegate.vlm.reply import PageReply, format_reply_text
 
 MIN_WAKE_WALL_S = 0.002
 """Shortest engine-task sleep in wall seconds (scaled by the time scale into sim seconds)."""

@@ -32,8 +32,9 @@ prefill. Blocks never exceed `num_gpu_blocks`.
 
 Death: every request holds `host_mb_per_request` of host RAM from arrival to finish. The
 server dies when in-flight host memory passes `host_mem_limit_mb` or the waiting queue
-passes `crash_waiting` (peers-vllm.md lists the plausible mechanisms). A dead model
-keeps its last state, finishes nothing and accepts nothing.
+passes `crash_waiting` (plausible mechanisms: vllm-project/vllm #23444, #44688, #58266,
+#35191; see docs/simulator.md, "Death"). A dead model keeps its last state, finishes
+nothing and accepts nothing.
 
 Speed: decoding is tracked with one step counter instead of a per-request loop: a
 decoding request's generated count is g0 + (steps done - step it started decoding), and

@@ -7,8 +7,8 @@ Every number has its source or its reasoning next to it. Tags:
   has its own source, and the split between the constants is a judgement, not a
   measurement (docs/simulator.md, "Calibration").
 
-Shared derivations (../shared/notes/peers-vllm.md, olmocr.md; model olmOCR-2-7B-FP8,
-a fine-tuned Qwen2.5-VL-7B):
+Shared derivations (model olmOCR-2-7B-FP8, a fine-tuned Qwen2.5-VL-7B; layer and head
+counts from Qwen2.5-VL-7B's config.json, page figures from allenai/olmocr):
 - KV per token: 28 layers x 4 KV heads x 128 dims x 2 (K and V) x 2 bytes (bf16 cache)
   = 57,344 B = 56 KiB per token.                                             [derived]
 - A page: ~1,830 prompt tokens (1288x996 px letter page: 46x36 = 1,656 image tokens,
@@ -19,7 +19,7 @@ a fine-tuned Qwen2.5-VL-7B):
   vLLM's --gpu-memory-utilization default 0.9.                      [fact / derived]
 - Host RAM per in-flight request: the processor's pixel_values for a 1288x1008 page are
   92x72 = 6,624 patches x 1,176 values = 31 MB in float32 or 16 MB in bf16
-  (peers-vllm.md gives 16-31 MB); we take the middle, 24 MB.                 [derived]
+  (16-31 MB by this arithmetic); we take the middle, 24 MB.                  [derived]
 """
 
 from __future__ import annotations
@@ -102,20 +102,21 @@ RTX4090 = ServerProfile(
     name="rtx4090",
     gpu="NVIDIA RTX 4090, 24 GB",
     # 0.9 x 24 GiB - 9.5 GiB weights - ~2 GiB activations/CUDA graphs = ~10 GiB of KV
-    # = ~187k tokens; the issue's target is 60-70 resident pages (peers-vllm.md: "KV room
-    # ~60-70 resident pages"). 10,240 blocks = 163,840 tokens = 65 pages at 2.5k.  [derived]
+    # = ~187k tokens; the issue's target is 60-70 resident pages (56 KiB of KV per token
+    # x ~2.5k tokens per page, module docstring). 10,240 blocks = 163,840 tokens = 65 pages
+    # at 2.5k.                                                                   [derived]
     num_gpu_blocks=10_240,
     block_size=16,  # vLLM default block size.                                  [fact]
-    max_num_seqs=256,  # vLLM default below 70 GiB of GPU memory (peers-vllm.md).  [fact]
-    max_num_batched_tokens=2_048,  # vLLM default below 70 GiB (peers-vllm.md).    [fact]
-    max_model_len=16_384,  # olmOCR passes --max-model-len 16384 (olmocr.md §1).   [fact]
+    max_num_seqs=256,  # vLLM default below 70 GiB of GPU memory (vllm/engine/arg_utils.py). [fact]
+    max_num_batched_tokens=2_048,  # vLLM default below 70 GiB (vllm/engine/arg_utils.py). [fact]
+    max_model_len=16_384,  # olmOCR passes --max-model-len 16384 (olmocr/pipeline.py).   [fact]
     # t0 ~ one read of ~9 GB of weights at 1,008 GB/s (9 ms) + launch overhead. [derived]
     step_base_s=0.011,
     # Prefill ~0.4 s per page: ~38 TFLOP/page (ViT ~10 + LLM 2 x 7.6e9 x 1.83k) at
     # ~100 TFLOPS effective (the 4090 has ~330 dense FP8 TFLOPS).             [calibrated]
     prefill_tokens_per_s=4_600.0,
     # Chosen so the saturated closed loop gives ~1.25 pages/s, the middle of the
-    # issue's 1-1.5 pages/s guess (peers-vllm.md: no measured 4090 figure).   [calibrated]
+    # issue's 1-1.5 pages/s guess (olmOCR publishes no measured 4090 figure).  [calibrated]
     step_per_seq_s=0.000_39,
     host_mb_per_request=24.0,  # see module docstring.                        [derived]
     # [guess] a 64 GB workstation leaving half to vLLM's API process: 1,333 requests.
@@ -140,9 +141,10 @@ L40S = ServerProfile(
     # ~362 dense FP8 TFLOPS vs the 4090's ~330: prefill ~10% faster.            [derived]
     prefill_tokens_per_s=5_000.0,
     # Per-sequence cost scaled from the 4090 by memory bandwidth (1,008/864). No public
-    # olmOCR L40S figure was found (olmocr.md §8), so the L40S lands where its hardware
-    # puts it: about the 4090's compute with 3.5x the KV room, i.e. bigger batches and
-    # ~1.4 pages/s, a little above the 4090 and far below the H100.  [derived, not measured]
+    # olmOCR L40S figure was found (none in allenai/olmocr's README or pareto_plot.py), so
+    # the L40S lands where its hardware puts it: about the 4090's compute with 3.5x the KV
+    # room, i.e. bigger batches and ~1.4 pages/s, a little above the 4090 and far below
+    # the H100.                                                  [derived, not measured]
     step_per_seq_s=0.000_45,
     host_mb_per_request=24.0,  # see module docstring.                        [derived]
     # [guess] a 64 GiB cloud node (e.g. one L40S with 16 vCPU), ~48 GB for vLLM: 2,000 requests.
@@ -154,23 +156,24 @@ H100 = ServerProfile(
     name="h100",
     gpu="NVIDIA H100 80 GB",
     # 0.9 x 80 GiB - 9.5 GiB weights - ~5 GiB activations = ~57 GiB = ~1.07M tokens;
-    # peers-vllm.md: "H100 KV room ~400 resident pages". 62,500 blocks = 1.0M tokens
+    # KV room for ~400 resident pages (derived as for the 4090). 62,500 blocks = 1.0M tokens
     # = 400 pages at 2.5k tokens.                                                [derived]
     num_gpu_blocks=62_500,
     block_size=16,  # vLLM default.                                             [fact]
-    max_num_seqs=1_024,  # vLLM default at >= 70 GiB (peers-vllm.md).           [fact]
-    max_num_batched_tokens=8_192,  # vLLM default at >= 70 GiB (peers-vllm.md). [fact]
+    max_num_seqs=1_024,  # vLLM default at >= 70 GiB (vllm/engine/arg_utils.py).    [fact]
+    max_num_batched_tokens=8_192,  # vLLM default at >= 70 GiB (vllm/engine/arg_utils.py). [fact]
     max_model_len=16_384,  # olmOCR's --max-model-len.                          [fact]
     # ~140 tok/s single-stream decode of a 7B FP8 model on an H100 (3.35 TB/s).  [derived]
     step_base_s=0.007,
     # Prefill ~0.1 s per page (~38 TFLOP at ~400 TFLOPS effective).           [calibrated]
     prefill_tokens_per_s=19_000.0,
     # Chosen so the saturated closed loop gives ~4.5 pages/s: olmOCR's 10,000 pages in
-    # 36 min 47 s on one H100 = 4.53 pages/s (olmocr.md §8, pareto_plot.py).  [calibrated]
+    # 36 min 47 s on one H100 = 4.53 pages/s (olmOCR's scripts/plots/pareto_plot.py). [calibrated]
     step_per_seq_s=0.000_135,
     host_mb_per_request=24.0,  # see module docstring.                        [derived]
-    # olmOCR's Beaker jobs ask for 125 GB (olmocr.md §5) and run 1,600 requests in flight
-    # without dying (38 GB at 24 MB). [guess] ~100 GB for vLLM: ~4,000 requests.
+    # olmOCR's Beaker jobs ask for 125 GB (allenai/olmocr `submit_beaker_job`) and run
+    # 1,600 requests in flight without dying (38 GB at 24 MB). [guess] ~100 GB for vLLM:
+    # ~4,000 requests.
     host_mem_limit_mb=100_000.0,
     crash_waiting=None,  # olmOCR parks >1,300 requests in the queue on an H100 safely.
 )

@@ -14,7 +14,8 @@ Prompt tokens (Qwen2.5-VL, the base of olmOCR-2):
 - Plus the text prompt at ~4 characters per token (English BPE rule of thumb): olmOCR's
   557-character v4 prompt is ~140 tokens.
 A 1288x996 px letter page: 46 x 36 = 1,656 image tokens + 21 + 140 = 1,817 tokens, in the
-1.7-2.1k range of peers-vllm.md.
+1.7-2.1k range that earlier research gave for a 1288 px page (its primary source was not
+recorded).
 
 Output tokens: log-normal with mean 700 (olmOCR on an H100: ~3,100 output tok/s at 4.53
 pages/s = ~680 tokens/page; its cost script assumes 750) and sigma 0.6. Sigma is a
@@ -33,9 +34,9 @@ import math
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from pagegate.profiles import OLMOCR_V4_YAML_PROMPT
 from pagegate.sim.model import ServerModel
 from pagegate.sim.profiles import ServerProfile
+from pagegate.vlm.profiles import OLMOCR_V4_YAML_PROMPT
 
 PATCH_MERGE_PX = 28
 """14-px ViT patches merged 2x2: one LLM token per 28x28 px (Qwen2-VL)."""

@@ -1,0 +1,1 @@
+"""The `pagegate` command line (Typer): run, reprocess, sim, demo, stats, plan, blocks."""

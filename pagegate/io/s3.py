@@ -1,0 +1,180 @@
+"""`s3://bucket/prefix` as a `Store` (boto3, botocore's retry modes), and the S3 client
+built from the standard AWS environment."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pagegate.errors import DownloadError, StorageError
+from pagegate.io.store import S3_SCHEME, ObjectInfo, S3Client, check_key, check_prefix
+
+DEFAULT_PAGE_SIZE = 1000  # S3's own maximum keys per ListObjectsV2 page
+
+# ClientError codes that mean "no such object" (HEAD answers carry no body, only the status).
+_MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+
+
+def s3_code(exc: Any) -> str:
+    """The S3 error code of a botocore ClientError ('NoSuchKey', 'AccessDenied', ...)."""
+    return str(exc.response.get("Error", {}).get("Code") or "Unknown")
+
+
+def make_s3_client(
+    *, retry_mode: str = "standard", max_attempts: int = 10, max_pool_connections: int = 64
+) -> S3Client:
+    """A boto3 S3 client configured from the standard AWS environment and config files.
+
+    botocore reads AWS_ENDPOINT_URL (and AWS_ENDPOINT_URL_S3), AWS_PROFILE, the key
+    variables and the region itself; we only add retries and a region default, since
+    a client with no region cannot sign requests. The pool is larger than botocore's
+    default of 10 because planning and group tasks fetch many PDFs at once.
+    """
+    import boto3
+    from botocore.config import Config
+
+    session = boto3.session.Session()
+    return session.client(
+        "s3",
+        region_name=session.region_name or "us-east-1",
+        config=Config(
+            retries={"mode": retry_mode, "max_attempts": max_attempts},
+            max_pool_connections=max_pool_connections,
+        ),
+    )
+
+
+class S3Store:
+    """Objects under `s3://bucket/prefix`; keys are relative to the prefix."""
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        client: S3Client | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> None:
+        if page_size < 1:
+            raise ValueError("page_size must be at least 1")
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.uri = f"{S3_SCHEME}{bucket}/{self.prefix}" if self.prefix else f"{S3_SCHEME}{bucket}"
+        self.page_size = page_size
+        self._client = client
+
+    def __repr__(self) -> str:
+        return f"S3Store({self.uri!r})"
+
+    @property
+    def client(self) -> S3Client:
+        """The boto3 client, built on first use (clients are thread-safe once built)."""
+        if self._client is None:
+            self._client = make_s3_client()
+        return self._client
+
+    def _full_key(self, key: str) -> str:
+        check_key(key)
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def uri_for(self, key: str) -> str:
+        return f"{S3_SCHEME}{self.bucket}/{self._full_key(key)}"
+
+    def read_bytes(self, key: str) -> bytes:
+        return s3_get(self.client, self.bucket, self._full_key(key))
+
+    def write_bytes(self, key: str, data: bytes) -> None:
+        """PutObject replaces the whole object at once: S3 never shows a partial upload."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        full = self._full_key(key)
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=full, Body=data)
+        except ClientError as exc:
+            raise StorageError(f"cannot write s3://{self.bucket}/{full}: {s3_code(exc)}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"cannot write s3://{self.bucket}/{full}: {exc}") from exc
+
+    def exists(self, key: str) -> bool:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        full = self._full_key(key)
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=full)
+        except ClientError as exc:
+            if s3_code(exc) in _MISSING_CODES:
+                return False
+            raise StorageError(f"cannot stat s3://{self.bucket}/{full}: {s3_code(exc)}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"cannot stat s3://{self.bucket}/{full}: {exc}") from exc
+        return True
+
+    def delete(self, key: str) -> None:
+        """DeleteObject succeeds for a missing key too, which is what we want."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        full = self._full_key(key)
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=full)
+        except ClientError as exc:
+            raise StorageError(f"cannot delete s3://{self.bucket}/{full}: {s3_code(exc)}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"cannot delete s3://{self.bucket}/{full}: {exc}") from exc
+
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        """ListObjectsV2 page by page; keys ending in '/' (console "folders") are skipped."""
+        check_prefix(prefix)
+        root = f"{self.prefix}/" if self.prefix else ""
+        return s3_list(self.client, self.bucket, root, root + prefix, self.page_size)
+
+
+def s3_list(
+    client: S3Client, bucket: str, root: str, prefix: str, page_size: int
+) -> Iterator[ObjectInfo]:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    paginator = client.get_paginator("list_objects_v2")
+    pages = paginator.paginate(
+        Bucket=bucket, Prefix=prefix, PaginationConfig={"PageSize": page_size}
+    )
+    where = f"s3://{bucket}/{prefix}"
+    try:
+        for page in pages:
+            for obj in page.get("Contents", ()):
+                full: str = obj["Key"]
+                if full.endswith("/"):
+                    continue
+                etag = obj.get("ETag")
+                yield ObjectInfo(
+                    key=full[len(root) :],
+                    uri=f"{S3_SCHEME}{bucket}/{full}",
+                    size=obj.get("Size"),
+                    etag=etag.strip('"') if etag else None,
+                )
+    except ClientError as exc:
+        raise StorageError(f"cannot list {where}: {s3_code(exc)}") from exc
+    except BotoCoreError as exc:
+        raise StorageError(f"cannot list {where}: {exc}") from exc
+
+
+def s3_get(client: S3Client, bucket: str, key: str) -> bytes:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    uri = f"{S3_SCHEME}{bucket}/{key}"
+    try:
+        body = client.get_object(Bucket=bucket, Key=key)["Body"]
+        try:
+            data: bytes = body.read()
+        finally:
+            body.close()
+    except ClientError as exc:
+        code = s3_code(exc)
+        raise DownloadError(f"cannot read {uri}: {code}", source=uri, code=code) from exc
+    except BotoCoreError as exc:
+        # No S3 answer at all (connection refused, timeout after retries, ...).
+        code = type(exc).__name__
+        raise DownloadError(f"cannot read {uri}: {exc}", source=uri, code=code) from exc
+    return data
+
+
+# --------------------------------------------------------------------------- entry points

@@ -1,0 +1,162 @@
+"""Process a group and each of its PDFs end to end: skip if done, fetch, validate, OCR
+its pages, commit.
+
+Every way a PDF can fail ends here as a ledger record and a `failed` outcome; nothing
+propagates, so one bad PDF never stops its group or the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+
+from pagegate import __version__
+from pagegate.errors import EncryptedPdfError, InputError, ServerUnavailableError
+from pagegate.io.storage import read_uri
+from pagegate.ocr.outcomes import GroupOutcome, PdfOutcome
+from pagegate.ocr.page import PdfDocument
+from pagegate.ocr.run import RunContext
+from pagegate.output.documents import PageResult, build_dolma_document
+from pagegate.output.ledger import FailureRecord, record_for_page_error_rate, record_from_error
+from pagegate.pdf.reader import PdfInfo
+from pagegate.plan.groups import Group
+
+log = logging.getLogger("pagegate.pdf")
+
+
+async def process_group(ctx: RunContext, group: Group) -> GroupOutcome:
+    """All PDFs of the group at once; the admission gate decides how fast pages go out."""
+    outcomes = await asyncio.gather(*(process_pdf(ctx, uri, group.id) for uri in group.uris))
+    return GroupOutcome(group_id=group.id, pdfs=tuple(outcomes))
+
+
+def _utc_now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+async def process_pdf(ctx: RunContext, uri: str, group_id: str) -> PdfOutcome:
+    """OCR one PDF and commit it, or record why it could not be done."""
+    workspace = ctx.workspace
+    try:
+        if ctx.config.skip_committed and await asyncio.to_thread(_is_done, ctx, uri):
+            return PdfOutcome(uri=uri, status="skipped")
+        async with ctx.downloads:
+            data = await asyncio.to_thread(read_uri, uri, s3_client=ctx.s3_client)
+        info, password = await _inspect(ctx, data, uri)
+        ctx.stats.pages_total += info.page_count
+        doc = PdfDocument(uri, data, info.page_count, password)
+        pages = await _ocr_all_pages(ctx, doc, group_id)
+        del data, doc
+        dolma = build_dolma_document(
+            source_uri=uri,
+            pages=pages,
+            model=ctx.config.model,
+            profile=ctx.profile,
+            now=datetime.now(UTC),
+            pagegate_version=__version__,
+        )
+        fallback = sum(1 for p in pages if p.is_fallback)
+        flag = _page_error_flag(ctx, uri, group_id, fallback, len(pages))
+        if flag is not None and ctx.config.drop_on_page_errors:
+            return await _record(ctx, flag)
+        location = await asyncio.to_thread(
+            workspace.commit_document, uri, dolma, markdown=ctx.config.markdown, flag=flag
+        )
+    except (InputError, ServerUnavailableError) as exc:
+        return await _fail(ctx, uri, group_id, exc)
+    except Exception as exc:  # one bad PDF must never stop the run
+        log.exception("unexpected error on %s", uri)
+        return await _fail(ctx, uri, group_id, exc)
+    ctx.stats.pdfs_done += 1
+    if flag is not None:
+        log.warning("committed %s with its fallback pages flagged: %s", uri, flag.detail)
+    return PdfOutcome(
+        uri=uri,
+        status="ok",
+        pages=len(pages),
+        fallback_pages=fallback,
+        input_tokens=sum(p.input_tokens for p in pages),
+        output_tokens=sum(p.output_tokens for p in pages),
+        reason=flag.reason if flag is not None else None,
+        detail=flag.detail if flag is not None else None,
+        location=location,
+    )
+
+
+async def _inspect(ctx: RunContext, data: bytes, uri: str) -> tuple[PdfInfo, str | None]:
+    """Validate and count pages; (info, the password the PDF needs, if any).
+
+    The run's password is tried only when the PDF does not open without one: pypdf
+    refuses a password for an unencrypted file ("Not an encrypted file"), and pdfium
+    refuses a wrong one for a PDF that has only an owner password (it opens with the
+    empty user password), so either way a password given up front would break PDFs
+    that need none.
+    """
+    max_pages = ctx.config.max_pages_per_pdf
+    try:
+        info = await ctx.renderer.inspect(data, password=None, max_pages=max_pages, source=uri)
+        return info, None
+    except EncryptedPdfError:
+        if not ctx.config.pdf_password:
+            raise
+    password = ctx.config.pdf_password
+    info = await ctx.renderer.inspect(data, password=password, max_pages=max_pages, source=uri)
+    return info, password
+
+
+def _is_done(ctx: RunContext, uri: str) -> bool:
+    """Committed, unless this run redoes flagged documents and this one is flagged."""
+    if not ctx.workspace.is_committed(uri):
+        return False
+    return not (ctx.config.redo_flagged and ctx.workspace.has_failure(uri))
+
+
+def _page_error_flag(
+    ctx: RunContext, uri: str, group_id: str, fallback: int, pages: int
+) -> FailureRecord | None:
+    """A page_error_rate record when too many pages fell back to the text layer (olmOCR's
+    --max_page_error_rate test: fallback / pages > max), else None."""
+    if pages == 0 or fallback / pages <= ctx.config.max_page_error_rate:
+        return None
+    return record_for_page_error_rate(
+        uri,
+        fallback_pages=fallback,
+        pages=pages,
+        max_rate=ctx.config.max_page_error_rate,
+        at=_utc_now_iso(),
+        group_id=group_id,
+        run_id=ctx.config.run_id,
+    )
+
+
+async def _ocr_all_pages(ctx: RunContext, doc: PdfDocument, group_id: str) -> list[PageResult]:
+    """All pages concurrently; if the server is gone for good, stop the siblings too."""
+    try:
+        async with asyncio.TaskGroup() as tg:
+            tasks = [tg.create_task(ctx.pages.run(doc, i, group_id)) for i in range(doc.page_count)]
+    except* ServerUnavailableError as group:
+        raise group.exceptions[0] from None
+    return [t.result() for t in tasks]
+
+
+async def _fail(ctx: RunContext, uri: str, group_id: str, exc: BaseException) -> PdfOutcome:
+    record = record_from_error(
+        uri, exc, at=_utc_now_iso(), group_id=group_id, run_id=ctx.config.run_id
+    )
+    return await _record(ctx, record)
+
+
+async def _record(ctx: RunContext, record: FailureRecord) -> PdfOutcome:
+    """Write the ledger record of a PDF that produced no document; the `failed` outcome."""
+    uri = record.source
+    ctx.stats.pdfs_failed += 1
+    log.warning("failed %s: %s (%s)", uri, record.reason, record.detail)
+    try:
+        location: str | None = await asyncio.to_thread(ctx.workspace.record_failure, record)
+    except Exception:
+        log.exception("could not write the ledger record for %s", uri)
+        location = None
+    return PdfOutcome(
+        uri=uri, status="failed", reason=record.reason, detail=record.detail, location=location
+    )

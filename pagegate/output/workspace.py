@@ -1,0 +1,102 @@
+"""The workspace: where results, markdown and the failure ledger live.
+
+Layout (relative to the workspace root, local or S3):
+
+    results/<document_id>.jsonl     one Dolma line per PDF; its existence means "done"
+    markdown/<mirrored path>.md     with --markdown
+    ledger/<document_id>.json       one failure record per PDF that could not be processed
+
+The result object is the commit marker and is written last, atomically, so a PDF is
+either fully done or not done; markdown is written before it. A later success removes
+the PDF's ledger record. One exception: a document committed with too many fallback
+pages keeps a `page_error_rate` record beside it (written first), so `reprocess` can
+find it. Runs may overlap: every write is a whole-object replace of a key derived from
+the source URI, so two runs can at worst both write the same result, never two results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pagegate.io.storage import open_store
+from pagegate.io.store import Store
+from pagegate.output.documents import dolma_line, markdown_relpath, markdown_text
+from pagegate.output.ledger import (
+    FailureRecord,
+    ledger_key,
+    record_from_json,
+    record_to_json,
+    result_key,
+)
+
+
+class Workspace:
+    """Thin I/O over a Store for the workspace layout above. Methods are blocking."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    @classmethod
+    def open(cls, uri: str, *, s3_client: Any | None = None) -> Workspace:
+        return cls(open_store(uri, s3_client=s3_client))
+
+    @property
+    def uri(self) -> str:
+        return self.store.uri
+
+    def is_committed(self, source_uri: str) -> bool:
+        return self.store.exists(result_key(source_uri))
+
+    def has_failure(self, source_uri: str) -> bool:
+        return self.store.exists(ledger_key(source_uri))
+
+    def commit_document(
+        self,
+        source_uri: str,
+        doc: dict[str, Any],
+        *,
+        markdown: bool,
+        flag: FailureRecord | None = None,
+    ) -> str:
+        """Write markdown (optional), then the result object; clear any old ledger record.
+
+        With `flag` (a page_error_rate record) the record is written first and kept: a
+        crash before the result lands leaves a recorded, uncommitted PDF, which every
+        later run redoes anyway.
+        """
+        if flag is not None:
+            self.store.write_bytes(ledger_key(flag.source), record_to_json(flag).encode("utf-8"))
+        if markdown:
+            md_key = "markdown/" + markdown_relpath(source_uri)
+            self.store.write_bytes(md_key, markdown_text(doc).encode("utf-8"))
+        key = result_key(source_uri)
+        self.store.write_bytes(key, dolma_line(doc).encode("utf-8"))
+        if flag is None:
+            self.store.delete(ledger_key(source_uri))
+        return self.store.uri_for(key)
+
+    def record_failure(self, record: FailureRecord) -> str:
+        """Write the record, then take it back if the PDF is committed after all.
+
+        An overlapping run may commit the same PDF meanwhile. It writes the result and
+        then deletes the record; we write the record and then look for the result. In
+        any interleaving one of the two removes the record, so no stale failure
+        survives beside a committed result. (A page_error_rate record may sit beside a
+        committed, flagged document: it is kept.)
+        """
+        key = ledger_key(record.source)
+        self.store.write_bytes(key, record_to_json(record).encode("utf-8"))
+        if record.reason != "page_error_rate" and self.is_committed(record.source):
+            self.store.delete(key)
+        return self.store.uri_for(key)
+
+    def iter_failures(self) -> Iterator[FailureRecord]:
+        for info in self.store.list("ledger/"):
+            if info.key.endswith(".json"):
+                yield record_from_json(self.store.read_bytes(info.key).decode("utf-8"))
+
+    def iter_result_keys(self) -> Iterator[str]:
+        for info in self.store.list("results/"):
+            if info.key.endswith(".jsonl"):
+                yield info.key

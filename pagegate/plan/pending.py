@@ -1,0 +1,81 @@
+"""Plan only what is left to do: drop committed PDFs before anything is downloaded.
+
+Counting pages reads every listed PDF. On a rerun over a mostly finished collection
+that would download everything again; here a committed PDF costs one existence check
+(HEAD on S3) and is left out of the groups before anything is downloaded. The check in
+`process_pdf` stays: it covers PDFs another run commits after planning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pagegate.io.pool import ordered_map
+from pagegate.io.sources import iter_sources
+from pagegate.output.workspace import Workspace
+from pagegate.plan.count import count_pages
+from pagegate.plan.groups import Group, PlannedPdf, plan_groups
+
+
+@dataclass(frozen=True)
+class PendingPlan:
+    """The groups still to do, and how many listed PDFs were already committed."""
+
+    groups: tuple[Group, ...]
+    already_done: int
+
+    @property
+    def pdfs(self) -> int:
+        return sum(len(g) for g in self.groups)
+
+    @property
+    def pages(self) -> int:
+        return sum(g.pages for g in self.groups)
+
+
+def plan_pending(
+    sources: Iterable[str],
+    *,
+    workspace: Workspace | None,
+    pages_per_group: int,
+    s3_client: Any,
+    password: str | None = None,
+    workers: int = 8,
+) -> PendingPlan:
+    """List `sources`, skip PDFs committed in `workspace` (None: skip nothing), cut groups."""
+    done = [0]
+
+    def check(uri: str) -> PlannedPdf | None:
+        if workspace is not None and workspace.is_committed(uri):
+            return None
+        return count_pages(uri, s3_client=s3_client, password=password)
+
+    def todo(planned: Iterable[PlannedPdf | None]) -> Iterator[PlannedPdf]:
+        for pdf in planned:
+            if pdf is None:
+                done[0] += 1
+            else:
+                yield pdf
+
+    uris = (info.uri for info in iter_sources(list(sources), s3_client=s3_client))
+    groups = plan_groups(todo(ordered_map(check, uris, workers=workers)), pages_per_group)
+    return PendingPlan(tuple(groups), done[0])
+
+
+def plan_uris(
+    uris: Iterable[str],
+    *,
+    pages_per_group: int,
+    s3_client: Any,
+    password: str | None = None,
+    workers: int = 8,
+) -> PendingPlan:
+    """Groups over exactly these PDFs (no listing, no skipping): what `reprocess` redoes."""
+    counted = ordered_map(
+        lambda uri: count_pages(uri, s3_client=s3_client, password=password),
+        dict.fromkeys(uris),  # keeps the order, drops repeats
+        workers=workers,
+    )
+    return PendingPlan(tuple(plan_groups(counted, pages_per_group)), 0)

@@ -1,0 +1,1 @@
+"""Scale-out: shard a large listing by estimated pages, watch the shard runs, report."""
