@@ -121,6 +121,14 @@ class AdmissionGate(Block):
         ge=1,
         description="Starting value of the adaptive in-flight limit (grows by slow start).",
     )
+    drain_window_seconds: float = Field(
+        default=_DEFAULTS.drain_window_seconds,
+        gt=0.0,
+        description=(
+            "Memory of the measured drain rate and page latency, which size the units. "
+            "Scale it with the cooldown when pages take well under a second."
+        ),
+    )
     unavailable_after_seconds: float | None = Field(
         default=_DEFAULTS.unavailable_after_seconds,
         gt=0.0,
@@ -167,7 +175,7 @@ class AdmissionGate(Block):
             peak_half_life_seconds=self.peak_half_life_seconds,
             first_unit_pages=self.first_unit_pages,
             initial_concurrency=self.initial_concurrency,
-            min_concurrency=min(_DEFAULTS.min_concurrency, self.initial_concurrency),
+            drain_window_seconds=self.drain_window_seconds,
             unavailable_after_seconds=self.unavailable_after_seconds,
         )
 

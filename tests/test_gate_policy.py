@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
-from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -15,6 +16,7 @@ from pagegate.admission.base import Outcome
 from pagegate.admission.policy import (
     GateConfig,
     GateState,
+    GateTuning,
     Reason,
     ReleaseDecision,
     add_waiter,
@@ -42,6 +44,32 @@ from pagegate.admission.policy import (
 from pagegate.server.metrics import Reading
 
 CFG = GateConfig()
+
+
+def replace(state: GateState, **values: Any) -> GateState:
+    """dataclasses.replace for a GateState, naming the parts' fields as if they were its
+    own (limit=, credits=, drain_num=...): each value goes to the part that holds it."""
+    changes: dict[str, Any] = {}
+    parts: dict[str, dict[str, Any]] = {}
+    for name, value in values.items():
+        if name in {f.name for f in dataclasses.fields(GateState)}:
+            changes[name] = value
+            continue
+        part = next(p for p in PARTS if name in {f.name for f in dataclasses.fields(getattr(state, p))})
+        parts.setdefault(part, {})[name] = value
+    for part, fields in parts.items():
+        changes[part] = dataclasses.replace(getattr(state, part), **fields)
+    return dataclasses.replace(state, **changes)
+
+
+PARTS = ("signals", "concurrency", "bucket", "rates", "units")
+
+
+def gate_config(**values: Any) -> GateConfig:
+    """A GateConfig from flat settings: GateTuning's names go to its tuning."""
+    tuned = {k: v for k, v in values.items() if k in GateTuning._fields}
+    user = {k: v for k, v in values.items() if k not in tuned}
+    return GateConfig(**user, tuning=GateTuning(**tuned))
 
 
 def reading(
@@ -101,7 +129,7 @@ def send(state: GateState, n: int, now: float, config: GateConfig = CFG) -> tupl
         {"stale_after_seconds": 1.0},  # not above the poll interval
         {"min_unit_pages": 10, "max_unit_pages": 5},
         {"unit_margin": 0.5},
-        {"initial_concurrency": 2, "min_concurrency": 4},
+        {"initial_concurrency": 0},
         {"preemption_backoff": 1.0},
         {"capacity_backoff": 0.0},
         {"pace_gain": 0.5},
@@ -110,7 +138,7 @@ def send(state: GateState, n: int, now: float, config: GateConfig = CFG) -> tupl
 )
 def test_config_rejects_inconsistent_values(overrides: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="invalid GateConfig"):
-        GateConfig(**overrides)  # type: ignore[arg-type]
+        gate_config(**overrides)
 
 
 def test_config_defaults_are_olmocrs_rules() -> None:
@@ -392,7 +420,8 @@ def test_refill_when_under_a_quarter_is_left_or_the_page_level_has_more_room(
 
 
 def test_credits_are_spent_oldest_unit_first_and_returned_to_their_unit() -> None:
-    config = GateConfig(first_unit_pages=2, min_unit_pages=2, max_unit_pages=2, cooldown_seconds=0)
+    config = GateConfig(first_unit_pages=2, cooldown_seconds=0,
+                        tuning=GateTuning(min_unit_pages=2, max_unit_pages=2))
     state = observe(initial_state(0.0, config), reading(0.0), config)
     state = released(with_waiters(state, 10), 0.0, config)
     state, first = send(state, 2, 0.0, config)
@@ -513,12 +542,12 @@ def test_latency_is_a_decayed_mean_of_completed_pages() -> None:
 
 def test_pacing_follows_the_drain_from_the_first_completions() -> None:
     state = initial_state(0.0, CFG)
-    assert pace_rate(state, CFG) == CFG.pace_min_rate  # nothing measured: the floor
+    assert pace_rate(state, CFG) == CFG.tuning.pace_min_rate  # nothing measured: the floor
     fast = replace(state, drain_num=27.0, drain_den=1.0)  # one busy second, 27 pages
     assert drain_rate(fast, CFG) is None  # not yet trusted for sizing...
     assert pace_rate(fast, CFG) == pytest.approx(54.0)  # ...but pacing follows it already
     slow = replace(state, drain_num=1.0, drain_den=1.0)
-    assert pace_rate(slow, CFG) == CFG.pace_min_rate
+    assert pace_rate(slow, CFG) == CFG.tuning.pace_min_rate
 
 
 def test_drain_rate_counts_busy_time_from_the_first_completion() -> None:
@@ -557,7 +586,7 @@ def test_starved_is_set_when_credits_ran_out_with_room_and_cleared_by_a_release(
     assert not apply_release(state, decision, 30.0, CFG).starved
 
 
-DRY = GateConfig(cooldown_seconds=2.0, first_unit_pages=4, min_unit_pages=1)
+DRY = GateConfig(cooldown_seconds=2.0, first_unit_pages=4, tuning=GateTuning(min_unit_pages=1))
 """A 2 s cooldown and 4-page first unit: a unit runs dry in a few steps."""
 
 
@@ -773,7 +802,7 @@ def _open_gate(config: GateConfig, waiters: int) -> GateState:
 
 
 def test_token_bucket_spreads_a_unit_over_time() -> None:
-    config = GateConfig(initial_concurrency=200, pace_min_rate=10.0)
+    config = GateConfig(initial_concurrency=200, tuning=GateTuning(pace_min_rate=10.0))
     state = _open_gate(config, 100)
     assert page_allowance(state, 0.0, config) == 10  # a full bucket: one second's worth
     state, _ = send(state, 10, 0.0, config)
@@ -785,7 +814,8 @@ def test_token_bucket_spreads_a_unit_over_time() -> None:
 def test_a_short_poll_still_leaves_the_bucket_c_floor_tokens() -> None:
     """At 10 pages/s and a 0.1 s poll, one poll's worth is one token: a loop that wakes
     0.3 s late would lose two of three. The bucket keeps C's floor (4) instead."""
-    config = GateConfig(poll_interval_seconds=0.1, stale_after_seconds=3.0, pace_min_rate=10.0)
+    config = GateConfig(poll_interval_seconds=0.1, stale_after_seconds=3.0,
+                        tuning=GateTuning(pace_min_rate=10.0))
     state = _open_gate(config, 100)
     assert page_allowance(state, 0.0, config) == config.concurrency_floor == 4
     state, _ = send(state, 4, 0.0, config)
@@ -798,7 +828,8 @@ def test_a_short_poll_still_leaves_the_bucket_c_floor_tokens() -> None:
     [(16, 1600, 0, 10), (16, 1600, 12, 4), (16, 1600, 16, 0), (30, 20, 15, 5), (30, 20, 25, 0)],
 )
 def test_allowance_respects_limit_and_cap(limit: int, cap: int, in_flight: int, allowed: int) -> None:
-    config = GateConfig(max_in_flight_pages=cap, min_concurrency=1, initial_concurrency=1)
+    config = GateConfig(max_in_flight_pages=cap, initial_concurrency=1,
+                        tuning=GateTuning(min_concurrency=1))
     state = replace(_open_gate(config, 100), limit=limit, in_flight=in_flight)
     assert page_allowance(state, 0.0, config) == allowed
 
@@ -808,7 +839,7 @@ def test_next_wake_names_the_cooldown_end_and_the_next_token() -> None:
     decision = decide_release(state, 10.0, CFG)
     assert decision.reason is Reason.COOLDOWN
     assert next_wake_at(state, decision, 10.0, CFG) == 30.0
-    config = GateConfig(pace_min_rate=2.0)
+    config = GateConfig(tuning=GateTuning(pace_min_rate=2.0))
     state = _open_gate(config, 100)
     state, _ = send(state, page_allowance(state, 0.0, config), 0.0, config)
     assert next_wake_at(state, decide_release(state, 0.0, config), 0.0, config) == pytest.approx(0.5)
@@ -826,15 +857,17 @@ MACHINE_CONFIG = GateConfig(
     poll_interval_seconds=1.0,
     stale_after_seconds=3.0,
     first_unit_pages=4,
-    min_unit_pages=2,
-    max_unit_pages=12,
     max_in_flight_pages=6,
     initial_concurrency=4,
-    min_concurrency=1,
-    pace_min_rate=3.0,
     drain_window_seconds=4.0,
-    stall_after_seconds=6.0,
     unavailable_after_seconds=None,
+    tuning=GateTuning(
+        min_unit_pages=2,
+        max_unit_pages=12,
+        min_concurrency=1,
+        pace_min_rate=3.0,
+        stall_after_seconds=6.0,
+    ),
 )
 """Small numbers, so that cooldowns, the cap, refills and stalls all happen in short runs."""
 
@@ -922,7 +955,7 @@ class Referee:
                 assert now >= self.releases[-1] + config.cooldown_seconds, "two units in a cooldown"
                 assert self.latest_unit_done > 0, "release before progress"
             assert state.queued > state.open_credits, "release without demand"
-            assert config.min_unit_pages <= decision.pages <= config.max_unit_pages
+            assert config.tuning.min_unit_pages <= decision.pages <= config.tuning.max_unit_pages
             self.state = apply_release(state, decision, now, config)
             self.releases.append(now)
             self.latest_unit_done = 0

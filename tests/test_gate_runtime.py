@@ -9,7 +9,15 @@ from typing import Any
 
 import pytest
 
-from pagegate.admission import Gate, GateClosedError, GateConfig, MetricsError, Outcome, Reading
+from pagegate.admission import (
+    Gate,
+    GateClosedError,
+    GateConfig,
+    GateTuning,
+    MetricsError,
+    Outcome,
+    Reading,
+)
 from pagegate.clock import FakeClock, settle
 from pagegate.errors import CapacityError, ServerUnavailableError
 
@@ -80,18 +88,17 @@ class Workers:
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
-def unit_of(pages: int, **overrides: Any) -> GateConfig:
+def unit_of(pages: int, *, min_concurrency: int = 4, **overrides: Any) -> GateConfig:
     """A config whose every unit holds exactly `pages`, with pacing out of the way."""
     values: dict[str, Any] = {
         "first_unit_pages": pages,
-        "min_unit_pages": pages,
-        "max_unit_pages": pages,
         "initial_concurrency": 256,
         "max_in_flight_pages": 256,
-        "pace_min_rate": 1000.0,
     }
     values.update(overrides)
-    return GateConfig(**values)
+    tuning = GateTuning(min_unit_pages=pages, max_unit_pages=pages, pace_min_rate=1000.0,
+                        min_concurrency=min_concurrency)
+    return GateConfig(**values, tuning=tuning)
 
 
 # ------------------------------------------------------------------------- the rules, at runtime

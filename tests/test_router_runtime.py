@@ -140,7 +140,7 @@ def test_refusals_take_a_server_out_until_its_probation_ends() -> None:
 def test_pages_queued_at_a_server_that_goes_down_are_routed_again() -> None:
     async def scenario() -> None:
         clock = FakeClock()
-        config = GateConfig(max_in_flight_pages=1, initial_concurrency=1, min_concurrency=1,
+        config = GateConfig(max_in_flight_pages=1, initial_concurrency=1,
                             stale_after_seconds=3.0, unavailable_after_seconds=600.0)
         metrics = {name: Metrics(clock) for name in ("a", "b")}
         async with (

@@ -3,7 +3,7 @@
 from pagegate.admission.base import Admission, FixedLimit, Outcome, Permit, outcome_for_exception
 from pagegate.admission.gate import Gate, MetricsSource
 from pagegate.admission.metrics import MetricsPoller
-from pagegate.admission.policy import GateConfig, GateState, Reason, ReleaseDecision
+from pagegate.admission.policy import GateConfig, GateState, GateTuning, Reason, ReleaseDecision
 from pagegate.errors import GateClosedError, MetricsError
 from pagegate.server.metrics import Reading, metrics_url_for, parse_vllm_metrics
 
@@ -14,6 +14,7 @@ __all__ = [
     "GateClosedError",
     "GateConfig",
     "GateState",
+    "GateTuning",
     "MetricsError",
     "MetricsPoller",
     "MetricsSource",

@@ -1,0 +1,255 @@
+"""The gate's policy: the parts composed into the calls the runtime makes.
+
+Every call is a function of (state, input, now, config) and returns a new frozen state
+or a decision (see the package docstring for the two levels). The runtime (gate.py)
+calls, on each event: `observe` / `observe_failure` (a scrape), `add_waiter` /
+`remove_waiter`, `on_outcome` (a page is back); on each wake, `decide_release` and
+`apply_release` (at most one unit), `dispatch` while `page_allowance` allows, and it
+sleeps until `next_wake_at`, failing the waiters once `unavailable`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pagegate.admission.base import Outcome
+from pagegate.admission.policy import limit, pacing, rates, signals, units
+from pagegate.admission.policy.config import GateConfig
+from pagegate.admission.policy.reasons import Reason, ReleaseDecision, hold
+from pagegate.admission.policy.state import GateState
+from pagegate.server.metrics import Reading
+
+# ---------------------------------------------------------------------------- readings
+
+
+def observe(
+    state: GateState,
+    reading: Reading,
+    config: GateConfig,
+    *,
+    in_flight_at_scrape: int | None = None,
+) -> GateState:
+    """Fold a good scrape in: the signals and the drain; on a usable reading, C and
+    whether the last unit ran dry while the server had room.
+
+    `in_flight_at_scrape` is our in-flight count when the scrape started; it measures
+    the frontend gap more fairly than the count after the scrape, which may include
+    pages sent while it was in transit.
+    """
+    if signals.out_of_order(state.signals, reading):
+        return state
+    on_wire = state.in_flight if in_flight_at_scrape is None else in_flight_at_scrape
+    seen, preempted = signals.fold(state.signals, reading, on_wire, config)
+    drained = rates.sample_drain(
+        state.rates, reading.at, state.completed_total, state.in_flight, config
+    )
+    state = replace(state, signals=seen, rates=drained)
+    if not signals.usable(seen, config):
+        return state  # C stays frozen, and so does the dry clock
+    concurrency = limit.steer(
+        state.concurrency,
+        reading,
+        queue=seen.queue,
+        peak=seen.peak,
+        in_flight=state.in_flight,
+        preempted=preempted,
+        config=config,
+    )
+    low, _ = limit.waiting_band(seen.peak, config)
+    has_room = seen.queue < low and reading.kv_usage <= config.kv_cache_ceiling
+    credit = units.after_reading(state.units, state.queued, server_has_room=has_room, now=reading.at)
+    return replace(state, concurrency=concurrency, units=credit)
+
+
+def observe_failure(state: GateState, at: float, config: GateConfig) -> GateState:
+    """A scrape failed or timed out: a missing reading, never a zero one."""
+    return replace(state, signals=signals.scrape_failed(state.signals))
+
+
+def waiting_band(state: GateState, config: GateConfig) -> tuple[float, float]:
+    """(low, high) bounds of the server queue C aims for (limit.waiting_band)."""
+    return limit.waiting_band(state.peak, config)
+
+
+def pause_reason(state: GateState, now: float, config: GateConfig) -> Reason | None:
+    """Why page dispatch is paused now, or None when pages may flow."""
+    return signals.pause_reason(state.signals, now, config)
+
+
+# ---------------------------------------------------------------------------- rates
+
+
+def drain_rate(state: GateState, config: GateConfig) -> float | None:
+    return rates.drain_rate(state.rates, config)
+
+
+def mean_latency(state: GateState) -> float | None:
+    return rates.mean_latency(state.rates)
+
+
+def service_rate(state: GateState, config: GateConfig) -> float | None:
+    return rates.service_rate(state.rates, state.in_flight, config)
+
+
+# ---------------------------------------------------------------------------- waiters
+
+
+def add_waiter(state: GateState) -> GateState:
+    return replace(state, queued=state.queued + 1)
+
+
+def remove_waiter(state: GateState) -> GateState:
+    """A waiting page gave up before it was admitted."""
+    if state.queued <= 0:
+        raise ValueError("no waiter to remove")
+    state = replace(state, queued=state.queued - 1)
+    return state if state.queued > 0 else replace(state, units=units.nobody_waits(state.units))
+
+
+# ---------------------------------------------------------------------------- units
+
+
+def page_room(state: GateState, config: GateConfig) -> int:
+    """Pages the page level could put in flight now that no credit covers yet."""
+    return units.uncovered_room(state.units, _room(state, config))
+
+
+def unit_size(state: GateState, config: GateConfig, now: float | None = None) -> int:
+    """Pages in the next unit (units.size, at the service rate)."""
+    return units.size(state.units, service_rate(state, config), _room(state, config), config, now)
+
+
+def decide_release(state: GateState, now: float, config: GateConfig) -> ReleaseDecision:
+    """The one release decision: release a unit now, or the first rule that holds it."""
+    reason = signals.release_hold(state.signals, now, config)
+    reading = state.reading
+    if reason is not None or reading is None:
+        return hold(reason or Reason.NO_READING)
+    held = units.release_rules(
+        state.units,
+        queued=state.queued,
+        room=_room(state, config),
+        waiting=reading.waiting,
+        peak=state.peak,
+        now=now,
+        config=config,
+    )
+    if held is not None:
+        return held
+    return ReleaseDecision(True, unit_size(state, config, now), Reason.RELEASED)
+
+
+def apply_release(
+    state: GateState, decision: ReleaseDecision, now: float, config: GateConfig
+) -> GateState:
+    """Grant the unit a `decide_release` call returned."""
+    if not decision.release or decision.pages < 1:
+        raise ValueError("apply_release needs a releasing decision")
+    return replace(state, units=units.grant(state.units, decision.pages, now, config))
+
+
+# ---------------------------------------------------------------------------- pages
+
+
+def pace_rate(state: GateState, config: GateConfig) -> float:
+    """Token refill rate (pages/s)."""
+    return pacing.rate(rates.measured_drain(state.rates), config)
+
+
+def page_allowance(state: GateState, now: float, config: GateConfig) -> int:
+    """How many waiting, credited pages may go in flight now."""
+    if pause_reason(state, now, config) is not None:
+        return 0
+    tokens = pacing.whole_tokens(state.bucket, now, pace_rate(state, config), config)
+    allowed = min(state.queued, state.open_credits, _room(state, config), tokens)
+    return max(0, allowed)
+
+
+def next_token_at(state: GateState, now: float, config: GateConfig) -> float:
+    """When the pacing bucket next holds a whole token."""
+    return pacing.next_token_at(state.bucket, now, pace_rate(state, config), config)
+
+
+def dispatch(state: GateState, now: float, config: GateConfig) -> tuple[GateState, int]:
+    """One credited page goes in flight; returns the id of the unit whose credit it spent."""
+    if page_allowance(state, now, config) < 1:
+        raise ValueError("no page may be dispatched now")
+    credit, unit_id = units.spend(state.units)
+    queued = state.queued - 1
+    state = replace(
+        state,
+        units=units.mark_dry(credit, queued, now),
+        bucket=pacing.take(state.bucket, now, pace_rate(state, config), config),
+        queued=queued,
+        in_flight=state.in_flight + 1,
+        admitted_total=state.admitted_total + 1,
+    )
+    return state, unit_id
+
+
+def on_outcome(
+    state: GateState,
+    outcome: Outcome,
+    unit_id: int,
+    now: float,
+    config: GateConfig,
+    *,
+    dispatched_at: float | None = None,
+) -> GateState:
+    """A page gave its permit back. Pages the server did not finish return their credit,
+    and a CAPACITY outcome cuts C.
+
+    `dispatched_at` (when the page went in flight) feeds the mean page latency that
+    Little's law needs; without it the service rate rests on the drain alone.
+    """
+    if state.in_flight <= 0:
+        raise ValueError("no page in flight")
+    returning = state.in_flight
+    state = replace(state, in_flight=returning - 1)
+    if outcome.server_finished:
+        latencies = state.rates
+        if dispatched_at is not None:
+            latencies = rates.add_latency(latencies, now - dispatched_at, now, config)
+        return replace(
+            state,
+            units=units.completed(state.units, unit_id),
+            completed_total=state.completed_total + 1,
+            rates=latencies,
+        )
+    state = replace(state, units=units.give_back(state.units, unit_id))
+    if outcome is Outcome.CAPACITY:
+        state = replace(state, concurrency=limit.back_off(state.concurrency, returning, now, config))
+    return state
+
+
+def _room(state: GateState, config: GateConfig) -> int:
+    return limit.room(state.concurrency, state.in_flight, config)
+
+
+# ---------------------------------------------------------------------------- timers
+
+
+def unavailable(state: GateState, now: float, config: GateConfig) -> bool:
+    """Paused for longer than unavailable_after: waiting pages should fail, not hang."""
+    if config.unavailable_after_seconds is None:
+        return False
+    if pause_reason(state, now, config) is None:
+        return False
+    since = signals.usable_since(state.signals, state.started_at)
+    return now - since >= config.unavailable_after_seconds
+
+
+def next_wake_at(
+    state: GateState, decision: ReleaseDecision, now: float, config: GateConfig
+) -> float | None:
+    """The next time the gate must look again even if no event arrives."""
+    times: list[float] = []
+    if decision.recheck_at is not None:
+        times.append(decision.recheck_at)
+    if pause_reason(state, now, config) is None:
+        if min(state.queued, state.open_credits, _room(state, config)) > 0:
+            times.append(next_token_at(state, now, config))
+    elif state.queued > 0 and config.unavailable_after_seconds is not None:
+        since = signals.usable_since(state.signals, state.started_at)
+        times.append(since + config.unavailable_after_seconds)
+    return min(times) if times else None

@@ -1,0 +1,142 @@
+"""The adaptive concurrency limit C: how many credited pages may be in flight.
+
+C is steered on engine signals, not end-to-end latency (which scales with output length).
+It keeps the server's queue (`signals.Signals.queue`) in a small positive band, so the
+GPU always has the next request at hand and never a pile:
+
+- a preemption cuts C to a share of what is in flight and ends slow start;
+- a queue above the band cuts a share of the excess off what is in flight (cuts are
+  taken from what is in flight, so repeated readings of one overload compute the same
+  target instead of compounding; a share, because other tenants of the server cut too);
+  it ends slow start unless the batch is still filling up (cache under a share of the
+  ceiling and running still growing): such a queue is the engine's prefill rate;
+- KV usage above the ceiling sets the band's top to zero and stops growth (vLLM admits
+  by prompt size and preempts as the batch grows, so a queue only feeds preemptions);
+- a queue below the band (below its top while the cache is filling up), with at least a
+  share of C in use, grows C: doubling in slow start or far below the recent peak, bounded
+  by the KV room, otherwise additively;
+- a CAPACITY outcome (503/429/refused/timeout) cuts C multiplicatively, once per poll.
+
+C always stays within [concurrency_floor, max_in_flight_pages].
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from pagegate.admission.policy.config import GateConfig
+from pagegate.server.metrics import Reading
+
+FLOAT_SLACK = 1e-9
+"""Float arithmetic may leave 7.9999999 where 8 is meant; count it as the whole number."""
+
+
+@dataclass(frozen=True, slots=True)
+class Concurrency:
+    limit: int                               # C
+    slow_start: bool = True
+    cut_running: int = 0                     # running at the last queue cut
+    last_backoff_at: float | None = None
+
+
+def start(config: GateConfig) -> Concurrency:
+    return Concurrency(limit=config.concurrency_start)
+
+
+def waiting_band(peak: float, config: GateConfig) -> tuple[float, float]:
+    """(low, high) bounds of the server queue C aims for.
+
+    high grows with the demonstrated batch (the peak) but stays below the peak ratio by
+    default (0.05 vs 0.1), so a queue inside the band never blocks releases.
+    """
+    tuning = config.tuning
+    high = max(tuning.waiting_band_min, tuning.waiting_band_fraction * peak)
+    return high * tuning.waiting_band_low_share, high
+
+
+def room(concurrency: Concurrency, in_flight: int, config: GateConfig) -> int:
+    """Pages C and the hard cap still let in flight (negative after a cut)."""
+    return min(concurrency.limit, config.max_in_flight_pages) - in_flight
+
+
+def filling(reading: Reading, config: GateConfig) -> bool:
+    """The cache is far below the ceiling: a queue is a batch still filling up."""
+    return reading.kv_usage < config.kv_cache_ceiling * config.tuning.filling_kv_share
+
+
+def steer(
+    concurrency: Concurrency,
+    reading: Reading,
+    *,
+    queue: float,
+    peak: float,
+    in_flight: int,
+    preempted: bool,
+    config: GateConfig,
+) -> Concurrency:
+    """One control step of C on a usable reading (see the module docstring)."""
+    tuning = config.tuning
+    limit = concurrency.limit
+    low, high = waiting_band(peak, config)
+    pressured = reading.kv_usage > config.kv_cache_ceiling
+    if pressured:
+        high = 0.0
+    if preempted:
+        limit = min(limit, math.floor(in_flight * tuning.preemption_backoff))
+        return _clamped(concurrency, limit, config, slow_start=False, backoff_at=reading.at)
+    if queue > high:
+        excess = math.ceil((queue - high) * tuning.excess_cut_share)
+        ramping = (
+            concurrency.slow_start
+            and filling(reading, config)
+            and reading.running > concurrency.cut_running
+        )
+        concurrency = replace(concurrency, cut_running=reading.running)
+        return _clamped(concurrency, min(limit, in_flight - excess), config, slow_start=ramping)
+    limit_bound = in_flight >= limit * tuning.limit_bound_share
+    grow_below = high if filling(reading, config) else low
+    if queue < grow_below and not pressured and limit_bound:
+        if concurrency.slow_start or limit < peak * tuning.regrow_peak_share:
+            bound = _kv_room(reading, config)
+            step = limit if bound is None else min(limit, bound)
+        else:
+            step = max(1, math.ceil(limit * tuning.additive_growth_fraction))
+        return _clamped(concurrency, limit + step, config, slow_start=concurrency.slow_start)
+    return concurrency
+
+
+def _kv_room(reading: Reading, config: GateConfig) -> int | None:
+    """Requests the cache could still take at the current KV per request (at least 1).
+
+    None (no bound) below a few percent usage, where KV per request is too noisy to
+    project, and with nothing running.
+    """
+    kv, running = reading.kv_usage, reading.running
+    if kv <= config.tuning.kv_signal_floor or running <= 0:
+        return None
+    free = running * (config.kv_cache_ceiling - kv)
+    return max(1, math.floor(free / kv + FLOAT_SLACK))
+
+
+def back_off(concurrency: Concurrency, in_flight: int, now: float, config: GateConfig) -> Concurrency:
+    """A page came back CAPACITY; `in_flight` counts it. One cut per poll interval: a wave
+    of timeouts is one signal."""
+    last = concurrency.last_backoff_at
+    if last is not None and now - last < config.poll_interval_seconds:
+        return concurrency
+    limit = min(concurrency.limit, math.floor(in_flight * config.tuning.capacity_backoff))
+    return _clamped(concurrency, limit, config, slow_start=False, backoff_at=now)
+
+
+def _clamped(
+    concurrency: Concurrency,
+    limit: int,
+    config: GateConfig,
+    *,
+    slow_start: bool,
+    backoff_at: float | None = None,
+) -> Concurrency:
+    limit = min(config.max_in_flight_pages, max(config.concurrency_floor, limit))
+    last_backoff_at = concurrency.last_backoff_at if backoff_at is None else backoff_at
+    return replace(concurrency, limit=limit, slow_start=slow_start, last_backoff_at=last_backoff_at)

@@ -1,0 +1,90 @@
+"""How fast the server gets through our pages: the drain, the mean latency, the service rate.
+
+The drain is our completions per busy second, exponentially weighted over
+drain_window_seconds. Sampling starts with the first completion, so the first pages'
+latency is not mistaken for a slow server, and idle stretches (nothing in flight,
+nothing finished) are left out, so a pause between groups does not shrink the next
+unit. The mean latency is the time in flight of completed pages, weighted over the same
+window. The service rate is the larger of the drain and Little's law (pages in flight /
+mean latency): the drain trails a ramp by one page latency, Little's law does not. Its
+early error is upwards (short pages finish first), which only makes units larger; the
+page level, not the unit, keeps the server safe.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from pagegate.admission.policy.config import GateConfig
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    drain_num: float = 0.0                       # decayed completions
+    drain_den: float = 0.0                       # decayed busy seconds
+    drain_at: float | None = None                # time of the last drain sample
+    drain_completed: int = 0                     # completions counted up to drain_at
+    latency_num: float = 0.0                     # decayed sum of page latencies
+    latency_den: float = 0.0                     # decayed count of timed completions
+    latency_at: float | None = None
+
+
+def sample_drain(
+    rates: Rates, at: float, completed_total: int, in_flight: int, config: GateConfig
+) -> Rates:
+    """Fold the completions since the last sample into the drain (one sample per reading)."""
+    if rates.drain_at is None:
+        return replace(rates, drain_at=at, drain_completed=completed_total)
+    dt = at - rates.drain_at
+    finished = completed_total - rates.drain_completed
+    num, den = rates.drain_num, rates.drain_den
+    if dt > 0 and completed_total > 0 and (finished > 0 or in_flight > 0):
+        decay = math.exp(-dt / config.drain_window_seconds)
+        num = num * decay + finished
+        den = den * decay + dt
+    return replace(rates, drain_num=num, drain_den=den, drain_at=at, drain_completed=completed_total)
+
+
+def add_latency(rates: Rates, latency: float, now: float, config: GateConfig) -> Rates:
+    """Fold one completed page's time in flight into the decayed mean."""
+    num, den = rates.latency_num, rates.latency_den
+    if rates.latency_at is not None and now > rates.latency_at:
+        decay = math.exp(-(now - rates.latency_at) / config.drain_window_seconds)
+        num, den = num * decay, den * decay
+    return replace(rates, latency_num=num + max(0.0, latency), latency_den=den + 1.0, latency_at=now)
+
+
+def measured_drain(rates: Rates) -> float:
+    """The drain as measured so far, however little busy time it rests on (0 before any)."""
+    return rates.drain_num / rates.drain_den if rates.drain_den > 0.0 else 0.0
+
+
+def drain_rate(rates: Rates, config: GateConfig) -> float | None:
+    """The drain, once it rests on a share of a window of busy time (None before)."""
+    if rates.drain_den < config.drain_window_seconds * config.tuning.drain_trust_share:
+        return None
+    return rates.drain_num / rates.drain_den
+
+
+def mean_latency(rates: Rates) -> float | None:
+    """Mean time in flight of recently completed pages; None before the first one."""
+    if rates.latency_den <= 0.0:
+        return None
+    return rates.latency_num / rates.latency_den
+
+
+def service_rate(rates: Rates, in_flight: int, config: GateConfig) -> float | None:
+    """Pages per second the server gets through for us: max(drain, Little's law).
+
+    None until a page has completed. The latency floor keeps Little's law finite when a
+    clock does not move between send and reply.
+    """
+    estimates: list[float] = []
+    drained = drain_rate(rates, config)
+    if drained is not None:
+        estimates.append(drained)
+    latency = mean_latency(rates)
+    if latency is not None:
+        estimates.append(in_flight / max(latency, config.tuning.latency_floor_seconds))
+    return max(estimates) if estimates else None
