@@ -54,7 +54,7 @@ from bench.strategies import (
 )
 from bench.synthetic import SyntheticGroup, SyntheticRenderer, synthetic_groups
 from pagegate.admission import FixedLimit, Gate, GateConfig, MetricsError, parse_vllm_metrics
-from pagegate.admission.base import Admission, Outcome, Permit, settled
+from pagegate.admission.base import Admission, AdmissionSignals, Outcome, Permit, settled
 from pagegate.clock import Clock, ScaledClock
 from pagegate.ocr.client import PageClient
 from pagegate.ocr.page import PageOcr
@@ -277,6 +277,9 @@ class Metered:
 
             with settled(_TapPermit(permit), settle) as tap:
                 yield tap
+
+    def signals(self, now: float) -> AdmissionSignals:
+        return self.inner.signals(now)
 
     def snapshot(self) -> dict[str, Any]:
         return self.inner.snapshot()

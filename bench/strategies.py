@@ -39,7 +39,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pagegate.admission.base import Outcome, Permit, RecordingPermit, settled
+from pagegate.admission.base import AdmissionSignals, Outcome, Permit, RecordingPermit, settled
 from pagegate.clock import Clock
 
 log = logging.getLogger("bench.strategies")
@@ -79,6 +79,9 @@ class NoLimit:
 
     def slot(self, group_id: str) -> AbstractAsyncContextManager[Permit]:
         return self._counts.hold()
+
+    def signals(self, now: float) -> AdmissionSignals:
+        return AdmissionSignals(in_flight=self._counts.in_flight, queued=0, limit=None)
 
     def snapshot(self) -> dict[str, Any]:
         c = self._counts
@@ -235,6 +238,9 @@ class OlmocrGroupSemaphore:
 
     def group_done(self, group_id: str) -> None:
         self._done[group_id].set()
+
+    def signals(self, now: float) -> AdmissionSignals:
+        return AdmissionSignals(in_flight=self._counts.in_flight, queued=0, limit=None)
 
     def snapshot(self) -> dict[str, Any]:
         c = self._counts

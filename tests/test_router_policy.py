@@ -8,7 +8,7 @@ from fractions import Fraction
 import pytest
 
 from pagegate.admission.base import Outcome
-from pagegate.admission.router import (
+from pagegate.admission.routing import (
     ServerHealth,
     ServerLoad,
     after_outcome,

@@ -1,9 +1,10 @@
 """Admission control: how much page work reaches the vLLM server, and when."""
 
 from pagegate.admission.base import Admission, FixedLimit, Outcome, Permit, outcome_for_exception
-from pagegate.admission.gate import Gate, MetricsSource
+from pagegate.admission.gate import Gate
 from pagegate.admission.metrics import MetricsPoller
 from pagegate.admission.policy import GateConfig, GateState, GateTuning, Reason, ReleaseDecision
+from pagegate.admission.scraper import MetricsSource
 from pagegate.errors import GateClosedError, MetricsError
 from pagegate.server.metrics import Reading, metrics_url_for, parse_vllm_metrics
 

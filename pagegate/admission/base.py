@@ -24,6 +24,7 @@ import asyncio
 import enum
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from pagegate.errors import CapacityError, GateClosedError
@@ -53,10 +54,25 @@ class Permit(Protocol):
         """
 
 
+@dataclass(frozen=True, slots=True)
+class AdmissionSignals:
+    """What another admission (a router) needs to know of one, whatever kind it is."""
+
+    in_flight: int                     # pages holding a permit
+    queued: int                        # pages waiting for one
+    limit: int | None                  # pages it lets in flight now (C, a cap); None: no limit
+    paused: str | None = None          # why it admits nothing now; None while it admits
+    reading_at: float | None = None    # time of its newest server reading; None: it reads none
+
+
 class Admission(Protocol):
     """Anything that hands out page permits: a fixed limit, the gate, a router."""
 
     def slot(self, group_id: str) -> AbstractAsyncContextManager[Permit]: ...
+
+    def signals(self, now: float) -> AdmissionSignals:
+        """Its state at `now` (on the caller's clock), as a router sees it."""
+        ...
 
     def snapshot(self) -> dict[str, Any]: ...
 
@@ -126,17 +142,25 @@ class FixedLimit:
             raise ValueError("limit must be at least 1")
         self.limit = limit
         self._sem = asyncio.Semaphore(limit)
+        self.queued = 0
         self.in_flight = 0
         self.peak_in_flight = 0
         self.outcomes: dict[str, int] = {o.value: 0 for o in Outcome}
 
     @asynccontextmanager
     async def _slot(self, group_id: str) -> AsyncIterator[Permit]:
-        async with self._sem:
+        self.queued += 1
+        try:
+            await self._sem.acquire()
+        finally:
+            self.queued -= 1
+        try:
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
             with settled(RecordingPermit(), self._settle) as permit:
                 yield permit
+        finally:
+            self._sem.release()
 
     def _settle(self, outcome: Outcome) -> None:
         self.in_flight -= 1
@@ -144,6 +168,9 @@ class FixedLimit:
 
     def slot(self, group_id: str) -> AbstractAsyncContextManager[Permit]:
         return self._slot(group_id)
+
+    def signals(self, now: float) -> AdmissionSignals:
+        return AdmissionSignals(in_flight=self.in_flight, queued=self.queued, limit=self.limit)
 
     def snapshot(self) -> dict[str, Any]:
         return {

@@ -2,16 +2,17 @@
 
 One gate (or fixed limit) per server keeps that server saturated but not overloaded; the
 router only chooses which server a page queues for. The choice and the rotation rules
-are pure functions below; `Router` is the thin runtime that implements the `Admission`
-protocol and hands out `RoutedPermit`s naming the server the page goes to.
+are pure functions (routing.py); `Router` is the thin runtime that implements the
+`Admission` protocol and hands out `RoutedPermit`s naming the server the page goes to.
+It reads each backend through `Admission.signals`, so any admission can be a backend.
 
-A server leaves rotation when its gate pauses (its /metrics scrapes fail or go stale,
-or it reports itself unhealthy or stalled) or when `refuse_limit` requests in a row come
-back as capacity errors (connection refused, 503...). It comes back once its gate has a
-reading newer than the refusal (or, for a backend without readings, after
-`probation_seconds`). Pages queued at a server that leaves rotation are taken back and
-routed again; pages that were in flight on it fail with a capacity error, which PageOcr
-retries through the router without spending a page attempt.
+A server leaves rotation when its admission pauses (a gate whose /metrics scrapes fail
+or go stale, or whose server reports itself unhealthy or stalled) or when `refuse_limit`
+requests in a row come back as capacity errors (connection refused, 503...). It comes
+back once its admission has a reading newer than the refusal (or, for a backend without
+readings, after `probation_seconds`). Pages queued at a server that leaves rotation are
+taken back and routed again; pages that were in flight on it fail with a capacity error,
+which PageOcr retries through the router without spending a page attempt.
 """
 
 from __future__ import annotations
@@ -21,95 +22,29 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
-from pagegate.admission.base import Admission, Outcome, Permit, outcome_for_exception
-from pagegate.admission.gate import Gate
-from pagegate.admission.policy import pause_reason
+from pagegate.admission.base import (
+    Admission,
+    AdmissionSignals,
+    Outcome,
+    Permit,
+    outcome_for_exception,
+)
+from pagegate.admission.routing import (
+    ServerHealth,
+    ServerLoad,
+    after_outcome,
+    choose_server,
+    in_rotation,
+)
+from pagegate.admission.timing import wait_for_event
 from pagegate.clock import Clock, MonotonicClock
 from pagegate.errors import GateClosedError, ServerUnavailableError
 
 log = logging.getLogger("pagegate.router")
-
-
-# --------------------------------------------------------------------------- pure core
-
-
-@dataclass(frozen=True, slots=True)
-class ServerLoad:
-    """What the choice looks at: is the server in rotation, and how full is it."""
-
-    in_rotation: bool
-    assigned: int   # pages the router has waiting at or in flight on this server
-    capacity: int   # the server's current concurrency limit (at least 1)
-
-
-def choose_server(loads: Sequence[ServerLoad]) -> int | None:
-    """Index of the least-loaded server in rotation (assigned / capacity), None if none.
-
-    Ties go to the lower index. Ratios are compared by cross-multiplication, so equal
-    loads are equal exactly.
-    """
-    best: int | None = None
-    for index, load in enumerate(loads):
-        if not load.in_rotation:
-            continue
-        if best is None:
-            best = index
-            continue
-        chosen = loads[best]
-        if load.assigned * max(1, chosen.capacity) < chosen.assigned * max(1, load.capacity):
-            best = index
-    return best
-
-
-@dataclass(frozen=True, slots=True)
-class ServerHealth:
-    """The router's own view of a server: requests refused in a row, and since when out."""
-
-    refusals: int = 0
-    refused_at: float | None = None  # set when `refuse_limit` refusals took it out
-
-
-def after_outcome(
-    health: ServerHealth, outcome: Outcome, now: float, refuse_limit: int
-) -> ServerHealth:
-    """Fold one finished request in: an answer clears refusals, a capacity error adds one."""
-    if outcome.server_finished:
-        return ServerHealth()
-    if outcome is not Outcome.CAPACITY:
-        return health
-    refusals = health.refusals + 1
-    if refusals >= refuse_limit:
-        return replace(health, refusals=refusals, refused_at=now)
-    return replace(health, refusals=refusals)
-
-
-def in_rotation(
-    health: ServerHealth,
-    *,
-    paused: bool,
-    reading_at: float | None,
-    now: float,
-    probation_seconds: float,
-) -> bool:
-    """May pages be sent to the server now?
-
-    Not while its gate is paused. After refusals, only once it has shown it is back: a
-    reading newer than the refusal, or (no readings at all) the probation has passed.
-    """
-    if paused:
-        return False
-    if health.refused_at is None:
-        return True
-    if reading_at is not None and reading_at > health.refused_at:
-        return True
-    return now - health.refused_at >= probation_seconds
-
-
-# --------------------------------------------------------------------------- runtime
 
 
 class RoutedPermit:
@@ -148,16 +83,9 @@ class _Backend:
         self.rerouted = 0             # waits taken back because it left rotation
         self.left_at: float | None = None  # out of rotation with pages still assigned
 
-    def signals(self, now: float) -> tuple[bool, float | None, int]:
-        """(paused?, time of its newest reading, current concurrency limit)."""
-        admission = self.admission
-        if isinstance(admission, Gate):
-            state = admission.state
-            paused = pause_reason(state, now, admission.config) is not None
-            at = state.reading.at if state.reading is not None else None
-            return paused, at, max(1, state.limit)
-        limit = getattr(admission, "limit", 1)
-        return False, None, max(1, int(limit))
+    def capacity(self, now: float) -> int:
+        """Its admission's limit, at least 1 (1 for one without a limit)."""
+        return max(1, self.admission.signals(now).limit or 1)
 
 
 class Router:
@@ -236,8 +164,9 @@ class Router:
         """Recompute who is in rotation; wake the pages that the change concerns."""
         now = self._clock.now()
         for backend in self._backends:
-            paused, reading_at, _ = backend.signals(now)
-            rotating = in_rotation(backend.health, paused=paused, reading_at=reading_at,
+            signals = backend.admission.signals(now)
+            paused = signals.paused is not None
+            rotating = in_rotation(backend.health, paused=paused, reading_at=signals.reading_at,
                                    now=now, probation_seconds=self._probation)
             if rotating == backend.rotating:
                 continue
@@ -359,20 +288,26 @@ class Router:
                     f"no server in rotation for {self._unavailable_after:.0f} s"
                 )
             timeout = min(timeout, left)
-        waker = asyncio.ensure_future(self._changed.wait())
-        timer = asyncio.ensure_future(self._clock.sleep(timeout))
-        try:
-            await asyncio.wait({waker, timer}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waker.cancel()
-            timer.cancel()
-            await asyncio.gather(waker, timer, return_exceptions=True)
+        await wait_for_event(self._changed, self._clock, timeout)
 
     def _loads(self) -> list[ServerLoad]:
         now = self._clock.now()
-        return [ServerLoad(b.rotating, b.assigned, b.signals(now)[2]) for b in self._backends]
+        return [ServerLoad(b.rotating, b.assigned, b.capacity(now)) for b in self._backends]
 
     # ------------------------------------------------------------------ inspection
+
+    def signals(self, now: float) -> AdmissionSignals:
+        """The servers' signals summed; paused while no server is in rotation."""
+        inner = [b.admission.signals(now) for b in self._backends]
+        limits = [s.limit for b, s in zip(self._backends, inner, strict=True) if b.rotating]
+        readings = [s.reading_at for s in inner if s.reading_at is not None]
+        return AdmissionSignals(
+            in_flight=sum(s.in_flight for s in inner),
+            queued=sum(s.queued for s in inner),
+            limit=None if None in limits else sum(limit or 0 for limit in limits),
+            paused=None if any(b.rotating for b in self._backends) else "no server in rotation",
+            reading_at=max(readings) if readings else None,
+        )
 
     def snapshot(self) -> dict[str, Any]:
         servers: list[dict[str, Any]] = []

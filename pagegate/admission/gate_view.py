@@ -1,0 +1,105 @@
+"""What the gate shows of itself: its snapshot for dashboards and reports, and its
+signals for a router. Pure functions of the policy state and the runtime's counters."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pagegate.admission.base import AdmissionSignals
+from pagegate.admission.policy import (
+    GateConfig,
+    GateState,
+    ReleaseDecision,
+    drain_rate,
+    mean_latency,
+    pause_reason,
+    service_rate,
+    unit_size,
+    waiting_band,
+)
+from pagegate.server.metrics import Reading
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """The last release: when, how many pages, and the reading that allowed it."""
+
+    at: float
+    pages: int
+    reading: Reading
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeCounts:
+    """What the runtime itself counted, beside the policy state."""
+
+    closed: bool
+    outcomes: dict[str, int]
+    last_release: Release | None
+    last_decision: ReleaseDecision | None
+    pauses: int
+    unavailable_failures: int
+    last_scrape_error: str | None
+
+
+def release_line(state: GateState, config: GateConfig, release: Release) -> str:
+    """The log line of a release, with the reading that justified it."""
+    r, drained = release.reading, drain_rate(state, config)
+    return (
+        f"release {state.units_released}: unit of {release.pages} pages; waiting={r.waiting} "
+        f"running={r.running} kv={r.kv_usage:.2f} peak={state.peak:.1f} "
+        f"(threshold {config.peak_ratio * state.peak:.1f}) C={state.limit} "
+        f"in_flight={state.in_flight} queued={state.queued} "
+        f"drain={'n/a' if drained is None else f'{drained:.2f}'} pages/s"
+    )
+
+
+def gate_signals(state: GateState, config: GateConfig, now: float) -> AdmissionSignals:
+    paused = pause_reason(state, now, config)
+    return AdmissionSignals(
+        in_flight=state.in_flight,
+        queued=state.queued,
+        limit=state.limit,
+        paused=None if paused is None else str(paused),
+        reading_at=None if state.reading is None else state.reading.at,
+    )
+
+
+def gate_snapshot(
+    state: GateState, config: GateConfig, now: float, counts: RuntimeCounts
+) -> dict[str, Any]:
+    low, high = waiting_band(state, config)
+    release, decision = counts.last_release, counts.last_decision
+    paused = pause_reason(state, now, config)
+    return {
+        "kind": "gate",
+        "closed": counts.closed,
+        "in_flight": state.in_flight,
+        "queued": state.queued,
+        "admitted": state.admitted_total,
+        "completed": state.completed_total,
+        "outcomes": dict(counts.outcomes),
+        "open_credits": state.open_credits,
+        "concurrency_limit": state.limit,
+        "slow_start": state.slow_start,
+        "peak": state.peak,
+        "release_threshold": config.peak_ratio * state.peak,
+        "waiting_band": (low, high),
+        "queue_estimate": state.queue,
+        "drain_rate": drain_rate(state, config),
+        "mean_latency": mean_latency(state),
+        "service_rate": service_rate(state, config),
+        "next_unit_pages": unit_size(state, config, now),
+        "unit_dry_seconds": state.dry_seconds,
+        "last_reading": None if state.reading is None else asdict(state.reading),
+        "releases": state.units_released,
+        "last_release_at": None if release is None else release.at,
+        "last_release_pages": None if release is None else release.pages,
+        "last_release_reading": None if release is None else asdict(release.reading),
+        "last_decision": None if decision is None else str(decision.reason),
+        "paused": None if paused is None else str(paused),
+        "pauses": counts.pauses,
+        "unavailable_failures": counts.unavailable_failures,
+        "last_scrape_error": counts.last_scrape_error,
+    }

@@ -1,0 +1,73 @@
+"""The gate's waiting pages and its permits.
+
+A waiting page only waits on a future; the gate's decision loop resolves it (admitted,
+or failed when the gate closes or the server stays unavailable). The policy counts the
+same pages (`queued`); the gate keeps both in step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pagegate.admission.base import Outcome
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    unit_id: int  # the unit whose credit the page spent
+    at: float     # when it went in flight
+
+
+class Waiters:
+    """Pages waiting at the gate, oldest first."""
+
+    def __init__(self) -> None:
+        self._queue: collections.deque[asyncio.Future[Admitted]] = collections.deque()
+
+    def __bool__(self) -> bool:
+        return bool(self._queue)
+
+    def join(self) -> asyncio.Future[Admitted]:
+        future: asyncio.Future[Admitted] = asyncio.get_running_loop().create_future()
+        self._queue.append(future)
+        return future
+
+    def next_live(self) -> asyncio.Future[Admitted] | None:
+        """The oldest waiter still waiting (cancelled ones are dropped: their own
+        handler settles their count), or None."""
+        while self._queue:
+            future = self._queue.popleft()
+            if not future.done():
+                return future
+        return None
+
+    def fail_all(self, error: BaseException) -> int:
+        """Fail every page still waiting; returns how many there were."""
+        failed = 0
+        while self._queue:
+            future = self._queue.popleft()
+            if not future.done():
+                future.set_exception(error)
+                failed += 1
+        return failed
+
+
+class GatePermit:
+    """The gate's permit: records the outcome, and tells the gate when the request leaves."""
+
+    __slots__ = ("_on_sent", "outcome")
+
+    def __init__(self, on_sent: Callable[[], None]) -> None:
+        self.outcome: Outcome | None = None
+        self._on_sent: Callable[[], None] | None = on_sent
+
+    def finish(self, outcome: Outcome) -> None:
+        self.outcome = outcome
+
+    def sent(self) -> None:
+        if self._on_sent is not None:
+            on_sent, self._on_sent = self._on_sent, None
+            on_sent()
