@@ -36,6 +36,21 @@ class MonotonicClock:
         return "MonotonicClock()"
 
 
+class WallClock:
+    """Epoch seconds from `time.time`: for comparing with times another system recorded
+    (Prefect's run states and heartbeats). It follows the system clock's jumps, so
+    durations inside one process use MonotonicClock."""
+
+    def now(self) -> float:
+        return time.time()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(max(0.0, seconds))
+
+    def __repr__(self) -> str:
+        return "WallClock()"
+
+
 class ScaledClock:
     """Simulated time running `factor` times faster than wall time.
 

@@ -1,7 +1,10 @@
-"""The settings of one run, as plain data.
+"""The settings of one run, and of one scale-out planner run, as plain data.
 
-The CLI, the Prefect flow's parameters and the tests all build a `RunConfig`; the
-library below never reads the environment or argv itself.
+Every default is written here once. The CLI's options (pagegate.cli), the flows'
+parameter defaults (flows/: Prefect builds the UI's run form from them) and the
+benchmarks read these fields by name (`RunConfig.pages_per_group`);
+tests/test_run_defaults.py fails when one of them drifts. The library below never reads
+the environment or argv itself.
 """
 
 from __future__ import annotations
@@ -9,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pagegate.server.managed import ManagedServerConfig
-from pagegate.server.target import DEFAULT_SERVER_URL
+from pagegate.server.target import DEFAULT_SERVED_NAME, DEFAULT_SERVER_URL
+from pagegate.vlm.profiles import DEFAULT_PROFILE
 
 S3_RETRY_MODES: tuple[str, ...] = ("standard", "adaptive", "legacy")  # botocore's retry modes
 
@@ -21,8 +25,8 @@ class RunConfig:
     sources: tuple[str, ...]
     workspace: str
     server_url: str = DEFAULT_SERVER_URL
-    model: str = "olmocr"                     # served model name; olmOCR serves as "olmocr"
-    profile: str = "olmocr-2"
+    model: str = DEFAULT_SERVED_NAME          # served model name; olmOCR serves as "olmocr"
+    profile: str = DEFAULT_PROFILE
     api_key: str | None = None
     pages_per_group: int = 500                # olmOCR --pages_per_group
     workers: int = 20                         # group tasks at once (olmOCR --workers)
@@ -74,3 +78,33 @@ class RunConfig:
     def servers(self) -> tuple[str, ...]:
         """Every server pages may go to: server_urls when given, else server_url."""
         return self.server_urls or (self.server_url,)
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    """How the `ocr-planner` flow (and `pagegate plan`) cuts a job into shards and runs them."""
+
+    deployment: str = "ocr-pdfs/shard"        # the deployment each shard runs as (prefect.yaml)
+    pages_per_shard: int = 20_000             # target estimated pages per shard (at most twice)
+    pdfs_per_shard: int = 1_000               # target PDFs per shard, whichever comes first
+    max_running_shards: int = 8               # shard runs not yet final at once
+    sample_size: int = 128                    # PDFs whose page counts fit pages-per-byte
+    sample_lookahead: int = 10_000            # the sample is drawn from this many first PDFs
+    bytes_per_page: float | None = None       # known: no sampling
+    shard_retries: int = 2                    # retries of a crashed or dead shard run
+    stale_after_seconds: float | None = 180.0  # no heartbeat this long: dead (None: never)
+    poll_seconds: float = 5.0                 # how often the shard runs are looked at
+    rerun_salt: str = ""                      # changed: identical shards run again as new runs
+    s3_retry_mode: str = RunConfig.s3_retry_mode
+
+    def __post_init__(self) -> None:
+        if self.pages_per_shard < 1 or self.pdfs_per_shard < 1:
+            raise ValueError("pages_per_shard and pdfs_per_shard must be at least 1")
+        if self.max_running_shards < 1:
+            raise ValueError("max_running_shards must be at least 1")
+        if self.shard_retries < 0:
+            raise ValueError("shard_retries must not be negative")
+        if self.poll_seconds <= 0:
+            raise ValueError("poll_seconds must be positive")
+        if self.s3_retry_mode not in S3_RETRY_MODES:
+            raise ValueError(f"s3_retry_mode must be one of {', '.join(S3_RETRY_MODES)}")
