@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pagegate.config import PlannerConfig
 from pagegate.io.pool import ordered_map
 from pagegate.io.range_read import ranged_page_count
 from pagegate.io.sources import iter_sources
@@ -95,8 +96,8 @@ def plan_shards(
     target_pages: int,
     target_pdfs: int,
     s3_client: Any,
-    sample_size: int = 128,
-    sample_lookahead: int = 10_000,
+    sample_size: int = PlannerConfig.sample_size,
+    sample_lookahead: int = PlannerConfig.sample_lookahead,
     bytes_per_page: float | None = None,
     write_manifests: bool = True,
 ) -> ScalePlan:

@@ -1,13 +1,14 @@
-"""The planner's report: one markdown summary over all shards, and its failure message.
+"""The planner's report: its result, one markdown summary over all shards, its messages.
 
-Pure: the planner gathers the outcomes (flows/planner.py) and the failed PDFs of each
-failed shard from the workspace (its ledger and commits); this module only formats.
+Pure: the planner gathers the outcomes (pagegate.scale.runner) and the failed PDFs of
+each failed shard from the workspace (its ledger and commits); this module only formats.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pagegate.scale.plan import PlannedShard, ScalePlan
 
@@ -108,3 +109,26 @@ def _error(plan: ScalePlan) -> str:
         f"total {e.total_relative_error:.1%}, per PDF median {e.median_relative_error:.1%} "
         f"({e.pdfs} PDFs)"
     )
+
+
+def planner_summary(
+    plan: ScalePlan, outcomes: Sequence[ShardOutcome], failed_pdfs: Mapping[str, Sequence[FailedPdf]]
+) -> dict[str, Any]:
+    """The planner flow's result: counts, every shard's run, and the failed shards' PDFs."""
+    return {
+        "shards": len(plan.shards),
+        "pdfs": plan.pdfs,
+        "estimated_pages": plan.estimated_pages,
+        "completed": sum(o.ok for o in outcomes),
+        "retries": sum(o.retries for o in outcomes),
+        "shard_runs": {o.shard.id: o.flow_run_id for o in outcomes},
+        "failed_shards": [
+            {"shard": o.shard.id, "outcome": o.verdict, "flow_run": o.flow_run_name,
+             "pdfs": [{"source": p.uri, "reason": p.reason} for p in failed_pdfs.get(o.shard.id, ())]}
+            for o in outcomes if not o.ok
+        ],
+    }
+
+
+def done_message(plan: ScalePlan, outcomes: Sequence[ShardOutcome]) -> str:
+    return f"{len(outcomes)} shard(s) done: {plan.pdfs} PDFs, ~{plan.estimated_pages} pages"
