@@ -16,35 +16,35 @@ failed groups, and inside them skips every PDF already committed to the workspac
 
 # No `from __future__ import annotations`: Prefect builds the parameter model from these
 # annotations, and a served run may see the function without its module's globals.
+# Defaults are RunConfig's (pagegate/config.py), read by name: one source for every default.
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import httpx
 from prefect import State, flow, get_run_logger
 from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
-from prefect.blocks.system import Secret
-from prefect.runtime import flow_run
 from prefect.states import Completed, Failed
 from pydantic import SecretStr
 
 from pagegate.admission.base import Admission
+from pagegate.admission.build import GateSettings, open_admission
 from pagegate.clock import MonotonicClock
 from pagegate.config import RunConfig
-from pagegate.ocr.outcomes import GroupOutcome, PdfOutcome, RunTotals
+from pagegate.ocr.outcomes import GroupOutcome
 from pagegate.ocr.run import open_run_context, open_run_server
 from pagegate.plan.groups import Group
 from pagegate.plan.pending import PendingPlan
-from pagegate.report.summary import failure_rows, summary_markdown
-from pagegate.server.target import node_server_url
+from pagegate.report.summary import RunSummary, failure_rows, summary_markdown
 from tasks.admission_block import AdmissionGate
-from tasks.admission_factory import managed_server_for, open_admission
-from tasks.gate_param import gate_block_name
-from tasks.ocr_group import group_outcome, ocr_group, plan_pending_task
+from tasks.ocr_group import group_outcome, ocr_group
+from tasks.plan_groups import plan_pending_task
 from tasks.result_storage import resolve_result_storage
 from tasks.run_context_var import RUN_CONTEXT
-from tasks.run_monitor import open_run_monitor
+from tasks.run_monitor import create_chart_artifact, open_run_monitor
+from tasks.run_params import RunParams, run_settings
 
 
 @flow(name="ocr-pdfs")
@@ -52,27 +52,27 @@ async def ocr_pdfs(
     sources: list[str],
     workspace: str,
     server_url: str | None = None,
-    model: str = "olmocr",
-    pages_per_group: int = 500,
-    workers: int = 20,
-    max_concurrent_requests: int = 1600,
-    markdown: bool = False,
-    target_longest_image_dim: int = 1288,
-    max_page_retries: int = 8,
-    gate: AdmissionGate | str | None = None,
-    gate_enabled: bool = True,
+    model: str = RunConfig.model,
+    pages_per_group: int = RunConfig.pages_per_group,
+    workers: int = RunConfig.workers,
+    max_concurrent_requests: int = RunConfig.max_concurrent_requests,
+    markdown: bool = RunConfig.markdown,
+    target_longest_image_dim: int = RunConfig.target_longest_image_dim,
+    max_page_retries: int = RunConfig.max_page_retries,
+    gate: AdmissionGate | str | None = RunConfig.gate_block,
+    gate_enabled: bool = RunConfig.use_gate,
     gate_overrides: dict[str, Any] | None = None,
-    max_pages_per_pdf: int | None = None,
-    max_page_error_rate: float = 0.004,
-    drop_on_page_errors: bool = False,
+    max_pages_per_pdf: int | None = RunConfig.max_pages_per_pdf,
+    max_page_error_rate: float = RunConfig.max_page_error_rate,
+    drop_on_page_errors: bool = RunConfig.drop_on_page_errors,
     pdf_password: SecretStr | None = None,
     pdf_password_secret: str | None = None,
-    server_unavailable_after_seconds: float = 1800.0,
-    s3_retry_mode: str = "standard",
+    server_unavailable_after_seconds: float = RunConfig.server_unavailable_after_seconds,
+    s3_retry_mode: str = RunConfig.s3_retry_mode,
     result_storage: str | None = None,
     launch_server: dict[str, Any] | None = None,
     server_urls: list[str] | None = None,
-    capacity_backoff_max_seconds: float = 30.0,
+    capacity_backoff_max_seconds: float = RunConfig.capacity_backoff_max_seconds,
 ) -> State[Any]:
     """OCR PDFs from S3 or disk into Dolma JSONL in WORKSPACE.
 
@@ -113,8 +113,20 @@ async def ocr_pdfs(
         capacity_backoff_max_seconds: longest (jittered) pause between retries of a page
             the server could not take; retries go on until server_unavailable_after_seconds.
     """
-    params = dict(locals())  # the flat flow parameters, for flow_run_config
-    config = await flow_run_config(params, sources=sources)
+    params = RunParams(
+        workspace=workspace, server_url=server_url, model=model,
+        pages_per_group=pages_per_group, workers=workers,
+        max_concurrent_requests=max_concurrent_requests, markdown=markdown,
+        target_longest_image_dim=target_longest_image_dim, max_page_retries=max_page_retries,
+        gate=gate, gate_enabled=gate_enabled, gate_overrides=gate_overrides,
+        max_pages_per_pdf=max_pages_per_pdf, max_page_error_rate=max_page_error_rate,
+        drop_on_page_errors=drop_on_page_errors, pdf_password=pdf_password,
+        pdf_password_secret=pdf_password_secret,
+        server_unavailable_after_seconds=server_unavailable_after_seconds,
+        s3_retry_mode=s3_retry_mode, result_storage=result_storage, launch_server=launch_server,
+        server_urls=server_urls, capacity_backoff_max_seconds=capacity_backoff_max_seconds,
+    )
+    config, gate_settings = await run_settings(params, sources=sources)
     storage = await resolve_result_storage(result_storage)
     planner = plan_pending_task.with_options(result_storage=storage) if storage else plan_pending_task
     plan = await planner(
@@ -124,54 +136,7 @@ async def ocr_pdfs(
         pdf_password=_secret(config.pdf_password),
         s3_retry_mode=config.s3_retry_mode,
     )
-    return await execute_plan(config, plan, result_storage=storage)
-
-
-async def flow_run_config(
-    params: Mapping[str, Any], *, sources: Sequence[str], redo_flagged: bool = False
-) -> RunConfig:
-    """The run's RunConfig from a flow's flat parameters.
-
-    `ocr-pdfs` and `reprocess` share their parameter names (flat, so the UI's run form
-    stays simple); this is the one place those names become a RunConfig.
-    """
-    gate_block = gate_block_name(params["gate"])
-    return RunConfig(
-        sources=tuple(sources),
-        workspace=params["workspace"],
-        server_url=params["server_url"] or node_server_url(),
-        model=params["model"],
-        pages_per_group=params["pages_per_group"],
-        workers=params["workers"],
-        max_concurrent_requests=params["max_concurrent_requests"],
-        markdown=params["markdown"],
-        target_longest_image_dim=params["target_longest_image_dim"],
-        max_page_retries=params["max_page_retries"],
-        gate_block=gate_block,
-        gate_overrides=dict(params["gate_overrides"] or {}),
-        use_gate=params["gate_enabled"],
-        max_pages_per_pdf=params["max_pages_per_pdf"],
-        max_page_error_rate=params["max_page_error_rate"],
-        drop_on_page_errors=params["drop_on_page_errors"],
-        pdf_password=await resolve_password(params["pdf_password"], params["pdf_password_secret"]),
-        server_unavailable_after_seconds=params["server_unavailable_after_seconds"],
-        capacity_backoff_max_seconds=params["capacity_backoff_max_seconds"],
-        server_urls=tuple(params["server_urls"] or ()),
-        s3_retry_mode=params["s3_retry_mode"],
-        redo_flagged=redo_flagged,
-        run_id=flow_run.get_id(),
-        managed_server=await managed_server_for(params["launch_server"], gate_block),
-    )
-
-
-async def resolve_password(password: SecretStr | None, secret_block: str | None) -> str | None:
-    """The PDF password from the parameter or a Prefect Secret block; never logged."""
-    if secret_block:
-        block: Any = await Secret.aload(secret_block)
-        if not isinstance(block, Secret):
-            raise TypeError(f"block {secret_block!r} is not a Secret")
-        return str(block.get())
-    return password.get_secret_value() if password is not None else None
+    return await execute_plan(config, gate_settings, plan, result_storage=storage)
 
 
 def _secret(password: str | None) -> SecretStr | None:
@@ -179,7 +144,11 @@ def _secret(password: str | None) -> SecretStr | None:
 
 
 async def execute_plan(
-    config: RunConfig, plan: PendingPlan, *, result_storage: str | Path | None
+    config: RunConfig,
+    gate: GateSettings,
+    plan: PendingPlan,
+    *,
+    result_storage: str | Path | None,
 ) -> State[Any]:
     """Run the planned groups under one admission gate, then report; the flow's final state.
 
@@ -200,7 +169,7 @@ async def execute_plan(
         httpx.AsyncClient(limits=httpx.Limits(max_connections=None, max_keepalive_connections=64)) as http,
         # A launched server is started and supervised here; config then points at it.
         open_run_server(config, http=http, clock=clock) as config,
-        open_admission(config, http=http, clock=clock) as admission,
+        open_admission(config, gate, http=http, clock=clock) as admission,
         open_run_context(config, admission, http=http, clock=clock) as ctx,
         open_run_monitor(ctx, groups) as monitor,
     ):
@@ -213,56 +182,30 @@ async def execute_plan(
             RUN_CONTEXT.reset(token)
         elapsed = clock.now() - ctx.stats.started_at
         gate_state = _snapshot(admission)
-        report = await monitor.finish(RunTotals.of(outcomes), elapsed)
-
-    totals = RunTotals.of(outcomes)
+        summary = RunSummary.of(outcomes, already_done=plan.already_done, elapsed_seconds=elapsed)
+        report = await monitor.finish(summary.totals, elapsed)
+    summary = replace(summary, chart_uri=report.chart_uri)
+    await create_chart_artifact(report)
     await acreate_markdown_artifact(
         key="ocr-run-summary",
         markdown=summary_markdown(
-            totals, elapsed_seconds=elapsed, gate=gate_state,
+            summary.totals, elapsed_seconds=elapsed, gate=gate_state,
             chart_uri=report.chart_uri, chart_link=report.chart_link,
         ),
         description="pagegate run summary",
     )
-    summary = {
-        "pdfs_ok": totals.pdfs_ok,
-        "pdfs_failed": totals.pdfs_failed,
-        "pdfs_skipped": totals.pdfs_skipped + plan.already_done,
-        "pages": totals.pages,
-        "fallback_pages": totals.fallback_pages,
-        "input_tokens": totals.input_tokens,
-        "output_tokens": totals.output_tokens,
-        "elapsed_seconds": round(elapsed, 3),
-        "chart": report.chart_uri,
-        "failed": [{"source": f.uri, "reason": f.reason, "detail": f.detail} for f in totals.failures],
-        "flagged": [_row(p) for p in _flagged(outcomes)],
-    }
-    flagged = _flagged(outcomes)
+    flagged = summary.flagged_message()
     if flagged:
-        logger.warning(
-            "%d PDF(s) committed with fallback pages flagged (ledger: page_error_rate): %s",
-            len(flagged), ", ".join(p.uri for p in flagged[:20]),
-        )
-    if totals.failures:
+        logger.warning(flagged)
+    if summary.failed:
         await acreate_table_artifact(
             key="ocr-failed-pdfs",
-            table=failure_rows(totals.failures),
+            table=failure_rows(summary.totals.failures),
             description="PDFs that could not be processed, with reasons",
         )
-        names = ", ".join(f.uri for f in totals.failures[:20])
-        more = f" (+{len(totals.failures) - 20} more)" if len(totals.failures) > 20 else ""
-        logger.error("%d PDF(s) failed: %s%s", len(totals.failures), names, more)
-        return Failed(message=f"{len(totals.failures)} PDF(s) failed: {names}{more}", data=summary)
-    return Completed(message=f"{totals.pdfs_ok} PDF(s) done, {totals.pages} pages", data=summary)
-
-
-def _flagged(outcomes: list[GroupOutcome]) -> list[PdfOutcome]:
-    """Committed documents that got a page_error_rate record (done, but worth a reprocess)."""
-    return [p for g in outcomes for p in g.pdfs if p.status == "ok" and p.reason]
-
-
-def _row(pdf: PdfOutcome) -> dict[str, Any]:
-    return {"source": pdf.uri, "reason": pdf.reason, "detail": pdf.detail}
+        logger.error(summary.message())
+        return Failed(message=summary.message(), data=summary.as_dict())
+    return Completed(message=summary.message(), data=summary.as_dict())
 
 
 async def _run_groups(
@@ -283,7 +226,7 @@ async def _run_groups(
             state = await task(group, return_state=True)
             outcome = await group_outcome(state, group)
         if on_done is not None:
-            on_done(group, outcome)  # progress accounting (tasks/run_monitor.py)
+            on_done(group, outcome)  # progress accounting (pagegate/report/monitor.py)
         return outcome
 
     return list(await asyncio.gather(*(one(g) for g in groups)))

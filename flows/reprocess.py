@@ -13,18 +13,22 @@ fallback pages). A selected PDF that is committed and clean is skipped.
 
 # No `from __future__ import annotations`: Prefect builds the parameter model from these
 # annotations, and a served run may see the function without its module's globals.
+# Defaults are RunConfig's (pagegate/config.py), read by name, as in flows/ocr_pdfs.py.
 from typing import Any
 
 from prefect import State, flow, get_run_logger
 from prefect.states import Completed
 from pydantic import SecretStr
 
-from flows.ocr_pdfs import execute_plan, flow_run_config
+from flows.ocr_pdfs import execute_plan
+from pagegate.config import RunConfig
 from pagegate.plan.reprocess import check_reasons
+from pagegate.report.summary import RunSummary
 from tasks.admission_block import AdmissionGate
-from tasks.ocr_group import plan_uris_task
+from tasks.plan_groups import plan_uris_task
 from tasks.reprocess_select import select_from_ledger_task
 from tasks.result_storage import resolve_result_storage
+from tasks.run_params import RunParams, run_settings
 
 
 @flow(name="reprocess")
@@ -33,27 +37,27 @@ async def reprocess(
     pdfs: list[str] | None = None,
     only_reasons: list[str] | None = None,
     server_url: str | None = None,
-    model: str = "olmocr",
-    pages_per_group: int = 500,
-    workers: int = 20,
-    max_concurrent_requests: int = 1600,
-    markdown: bool = False,
-    target_longest_image_dim: int = 1288,
-    max_page_retries: int = 8,
-    gate: AdmissionGate | str | None = None,
-    gate_enabled: bool = True,
+    model: str = RunConfig.model,
+    pages_per_group: int = RunConfig.pages_per_group,
+    workers: int = RunConfig.workers,
+    max_concurrent_requests: int = RunConfig.max_concurrent_requests,
+    markdown: bool = RunConfig.markdown,
+    target_longest_image_dim: int = RunConfig.target_longest_image_dim,
+    max_page_retries: int = RunConfig.max_page_retries,
+    gate: AdmissionGate | str | None = RunConfig.gate_block,
+    gate_enabled: bool = RunConfig.use_gate,
     gate_overrides: dict[str, Any] | None = None,
-    max_pages_per_pdf: int | None = None,
-    max_page_error_rate: float = 0.004,
-    drop_on_page_errors: bool = False,
+    max_pages_per_pdf: int | None = RunConfig.max_pages_per_pdf,
+    max_page_error_rate: float = RunConfig.max_page_error_rate,
+    drop_on_page_errors: bool = RunConfig.drop_on_page_errors,
     pdf_password: SecretStr | None = None,
     pdf_password_secret: str | None = None,
-    server_unavailable_after_seconds: float = 1800.0,
-    s3_retry_mode: str = "standard",
+    server_unavailable_after_seconds: float = RunConfig.server_unavailable_after_seconds,
+    s3_retry_mode: str = RunConfig.s3_retry_mode,
     result_storage: str | None = None,
     launch_server: dict[str, Any] | None = None,
     server_urls: list[str] | None = None,
-    capacity_backoff_max_seconds: float = 30.0,
+    capacity_backoff_max_seconds: float = RunConfig.capacity_backoff_max_seconds,
 ) -> State[Any]:
     """Retry the failed PDFs of WORKSPACE (its ledger), or exactly the PDFs listed.
 
@@ -63,7 +67,19 @@ async def reprocess(
         only_reasons: take only ledger records with these reasons, e.g. ["server_unavailable"].
         (the other parameters are those of `ocr-pdfs`)
     """
-    params = dict(locals())  # the flat flow parameters, for flow_run_config
+    params = RunParams(
+        workspace=workspace, server_url=server_url, model=model,
+        pages_per_group=pages_per_group, workers=workers,
+        max_concurrent_requests=max_concurrent_requests, markdown=markdown,
+        target_longest_image_dim=target_longest_image_dim, max_page_retries=max_page_retries,
+        gate=gate, gate_enabled=gate_enabled, gate_overrides=gate_overrides,
+        max_pages_per_pdf=max_pages_per_pdf, max_page_error_rate=max_page_error_rate,
+        drop_on_page_errors=drop_on_page_errors, pdf_password=pdf_password,
+        pdf_password_secret=pdf_password_secret,
+        server_unavailable_after_seconds=server_unavailable_after_seconds,
+        s3_retry_mode=s3_retry_mode, result_storage=result_storage, launch_server=launch_server,
+        server_urls=server_urls, capacity_backoff_max_seconds=capacity_backoff_max_seconds,
+    )
     logger = get_run_logger()
     if only_reasons:
         check_reasons(only_reasons)
@@ -73,9 +89,9 @@ async def reprocess(
         chosen = await select_from_ledger_task(workspace, only_reasons, s3_retry_mode=s3_retry_mode)
     if not chosen:
         logger.info("nothing to reprocess in %s", workspace)
-        return Completed(message="nothing to reprocess", data=_empty_summary())
+        return Completed(message="nothing to reprocess", data=RunSummary().as_dict())
     logger.info("reprocessing %d PDF(s) from %s", len(chosen), "the list" if pdfs else "the ledger")
-    config = await flow_run_config(params, sources=chosen, redo_flagged=True)
+    config, gate_settings = await run_settings(params, sources=chosen, redo_flagged=True)
     storage = await resolve_result_storage(result_storage)
     planner = plan_uris_task.with_options(result_storage=storage) if storage else plan_uris_task
     plan = await planner(
@@ -84,10 +100,4 @@ async def reprocess(
         pdf_password=SecretStr(config.pdf_password) if config.pdf_password else None,
         s3_retry_mode=s3_retry_mode,
     )
-    return await execute_plan(config, plan, result_storage=storage)
-
-
-def _empty_summary() -> dict[str, Any]:
-    keys = ("pdfs_ok", "pdfs_failed", "pdfs_skipped", "pages", "fallback_pages",
-            "input_tokens", "output_tokens")
-    return {**dict.fromkeys(keys, 0), "elapsed_seconds": 0.0, "failed": [], "flagged": []}
+    return await execute_plan(config, gate_settings, plan, result_storage=storage)

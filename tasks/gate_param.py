@@ -4,12 +4,18 @@ Annotated as `AdmissionGate | str | None`, the parameter's schema refers to the 
 type, so Prefect's UI offers a picker of saved AdmissionGate documents, and the run
 receives `{"$ref": {"block_document_id": ...}}`, which Prefect loads into the block
 before the flow starts. The CLI and `prefect deployment run --param gate=NAME` keep
-passing a plain name. Either way the flow hands on a name: the live gate is built from
-the saved document inside the flow's event loop (tasks/admission_factory.py).
+passing a plain name. Either way the flow hands on a name, and the saved document is
+loaded here and handed to the library as plain settings (pagegate/admission/build.py),
+which builds the live gate inside the flow's event loop.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from pagegate.admission.build import GateSettings, launch_config
+from pagegate.server.managed import ManagedServerConfig
 from tasks.admission_block import AdmissionGate
 
 
@@ -25,3 +31,30 @@ def gate_block_name(gate: AdmissionGate | str | None) -> str | None:
             "for one-off settings use gate_overrides"
         )
     return name
+
+
+async def load_gate_block(name: str | None) -> AdmissionGate:
+    """The saved block by name, or the defaults when no name is given."""
+    if not name:
+        return AdmissionGate()
+    block = await AdmissionGate.aload(name)
+    if not isinstance(block, AdmissionGate):
+        raise TypeError(f"block {name!r} is not an AdmissionGate")
+    return block
+
+
+async def load_gate_settings(name: str | None) -> GateSettings:
+    """The saved block's gate settings as plain data (validated by its `to_config`)."""
+    block = await load_gate_block(name)
+    return GateSettings(config=block.to_config(), metrics_url=block.metrics_url)
+
+
+async def managed_server_for(
+    launch_server: Mapping[str, Any] | None, gate_block: str | None
+) -> ManagedServerConfig | None:
+    """The flow's `launch_server` as settings, with the AdmissionGate block's watchdog
+    settings where launch_server leaves them unset; the block is read only to launch."""
+    if not launch_server:
+        return None
+    block = await load_gate_block(gate_block)
+    return launch_config(launch_server, block.supervision())

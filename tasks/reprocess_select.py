@@ -13,6 +13,7 @@ from typing import Any
 from prefect import task
 from prefect.context import TaskRunContext
 
+from pagegate.config import RunConfig
 from pagegate.io.s3 import make_s3_client
 from pagegate.output.workspace import Workspace
 from pagegate.plan.reprocess import select_for_reprocess
@@ -28,7 +29,7 @@ def _selection_key(context: TaskRunContext, parameters: dict[str, Any]) -> str |
 
 
 def select_from_ledger(
-    workspace: str, only_reasons: list[str] | None, *, s3_retry_mode: str = "standard"
+    workspace: str, only_reasons: list[str] | None, *, s3_retry_mode: str = RunConfig.s3_retry_mode
 ) -> list[str]:
     """The sources of the workspace's ledger records to redo (pagegate.plan.reprocess)."""
     ws = Workspace.open(workspace, s3_client=make_s3_client(retry_mode=s3_retry_mode))
@@ -39,7 +40,7 @@ def select_from_ledger(
 
 @task(name="select-from-ledger", persist_result=True, cache_key_fn=_selection_key)
 async def select_from_ledger_task(
-    workspace: str, only_reasons: list[str] | None = None, s3_retry_mode: str = "standard"
+    workspace: str, only_reasons: list[str] | None = None, s3_retry_mode: str = RunConfig.s3_retry_mode
 ) -> list[str]:
     return await asyncio.to_thread(
         select_from_ledger, workspace, only_reasons, s3_retry_mode=s3_retry_mode

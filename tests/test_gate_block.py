@@ -10,8 +10,9 @@ import sys
 import pytest
 
 from pagegate.admission import GateConfig
+from pagegate.admission.build import apply_overrides
 from pagegate.config import RunConfig
-from tasks.admission_factory import apply_overrides, load_gate_block
+from tasks.gate_param import load_gate_block
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
 

@@ -7,12 +7,13 @@ import asyncio
 import httpx
 import pytest
 
+from pagegate.admission.build import run_gate_config
 from pagegate.clock import MonotonicClock
 from pagegate.config import RunConfig
 from pagegate.ocr.run import open_run_server
 from pagegate.server.watchdog import WatchLimits
 from tasks.admission_block import AdmissionGate
-from tasks.admission_factory import managed_server_for, run_gate_config
+from tasks.gate_param import managed_server_for
 
 
 def test_block_supervision_lists_only_what_it_sets() -> None:
@@ -52,7 +53,7 @@ def test_gate_deadline_never_outlasts_the_runs(
 ) -> None:
     config = RunConfig(sources=("x",), workspace="w", server_unavailable_after_seconds=run_value,
                        gate_overrides=dict(overrides))
-    gate = run_gate_config(AdmissionGate(unavailable_after_seconds=block_value), config)
+    gate = run_gate_config(AdmissionGate(unavailable_after_seconds=block_value).to_config(), config)
     assert gate.unavailable_after_seconds == expected
 
 
