@@ -81,7 +81,7 @@ def steer(
     low, high = waiting_band(peak, config)
     pressured = reading.kv_usage > config.kv_cache_ceiling
     if pressured:
-        high = 0.0
+        high = 0.0  # vLLM admits as blocks free: a queue would only feed preemptions
     if preempted:
         limit = min(limit, math.floor(in_flight * tuning.preemption_backoff))
         return _clamped(concurrency, limit, config, slow_start=False, backoff_at=reading.at)

@@ -1,0 +1,66 @@
+"""The gate's settings: what GateConfig accepts, its derived bounds, and GateTuning kept whole."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, fields
+
+import pytest
+
+from pagegate.admission.policy import GateConfig, GateTuning
+
+
+@pytest.mark.parametrize(
+    "tuning",
+    [
+        GateTuning(min_concurrency=0),
+        GateTuning(min_unit_pages=10, max_unit_pages=5),
+        GateTuning(unit_margin=0.5),
+        GateTuning(refill_fraction=1.0),
+        GateTuning(excess_cut_share=0.0),
+        GateTuning(filling_kv_share=0.0),
+        GateTuning(starved_unit_factor=0),
+        GateTuning(dry_gap_decay=1.0),
+        GateTuning(stall_after_seconds=0.0),
+        GateTuning(latency_floor_seconds=0.0),
+    ],
+)
+def test_inconsistent_tuning_is_refused_by_the_config(tuning: GateTuning) -> None:
+    assert tuning.problems()
+    with pytest.raises(ValueError, match="invalid GateConfig"):
+        GateConfig(tuning=tuning)
+
+
+def test_the_defaults_are_consistent_and_tuning_must_be_a_gate_tuning() -> None:
+    assert GateTuning().problems() == []
+    with pytest.raises(ValueError, match="tuning must be a GateTuning"):
+        GateConfig(tuning={"min_unit_pages": 2})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("config", "floor", "start"),
+    [
+        (GateConfig(), 4, 16),
+        (GateConfig(initial_concurrency=2), 2, 2),           # a small start lowers the floor
+        (GateConfig(max_in_flight_pages=3), 3, 3),           # so does a small cap
+        (GateConfig(tuning=GateTuning(min_concurrency=1)), 1, 16),
+    ],
+)
+def test_c_floor_and_start(config: GateConfig, floor: int, start: int) -> None:
+    assert (config.concurrency_floor, config.concurrency_start) == (floor, start)
+
+
+def test_asdict_keeps_the_tuning_whole() -> None:
+    """A field-by-field diff against the defaults (the bench's reports, the tests' scaled
+    configs passed as gate_overrides) sees one value, and none when it is the default."""
+    def diff(config: GateConfig) -> dict[str, object]:
+        return {k: v for k, v in asdict(config).items() if v != getattr(GateConfig(), k)}
+
+    assert diff(GateConfig(cooldown_seconds=2.0)) == {"cooldown_seconds": 2.0}
+    tuned = GateTuning(pace_min_rate=3.0)
+    assert diff(GateConfig(tuning=tuned)) == {"tuning": tuned}
+
+
+def test_the_config_holds_the_user_settings_and_one_tuning() -> None:
+    names = [f.name for f in fields(GateConfig)]
+    assert names[-1] == "tuning" and len(names) == 14
+    assert not set(names) & set(GateTuning._fields)

@@ -1,0 +1,184 @@
+"""The policy's limit part (C): the band, each branch of a control step, and the backoffs."""
+
+from __future__ import annotations
+
+import pytest
+
+from pagegate.admission.policy import GateConfig, GateTuning
+from pagegate.admission.policy.limit import (
+    Concurrency,
+    back_off,
+    room,
+    start,
+    steer,
+    waiting_band,
+)
+from pagegate.server.metrics import Reading
+
+CFG = GateConfig()
+
+
+def reading(*, running: int = 0, waiting: int = 0, kv: float = 0.0, at: float = 1.0) -> Reading:
+    return Reading(waiting=waiting, running=running, kv_usage=kv, at=at)
+
+
+def step(
+    limit: int,
+    in_flight: int,
+    r: Reading,
+    *,
+    queue: float | None = None,
+    peak: float = 100.0,
+    slow_start: bool = False,
+    cut_running: int = 0,
+    preempted: bool = False,
+    config: GateConfig = CFG,
+) -> Concurrency:
+    before = Concurrency(limit=limit, slow_start=slow_start, cut_running=cut_running)
+    return steer(before, r, queue=float(r.waiting) if queue is None else queue, peak=peak,
+                 in_flight=in_flight, preempted=preempted, config=config)
+
+
+@pytest.mark.parametrize(
+    ("peak", "tuning", "band"),
+    [
+        (0.0, GateTuning(), (0.5, 2.0)),                                # the minimum, 2
+        (400.0, GateTuning(), (5.0, 20.0)),                             # 5 % of the peak
+        (400.0, GateTuning(waiting_band_fraction=0.1), (10.0, 40.0)),
+        (0.0, GateTuning(waiting_band_min=8.0), (2.0, 8.0)),
+        (400.0, GateTuning(waiting_band_low_share=0.5), (10.0, 20.0)),
+    ],
+)
+def test_waiting_band(peak: float, tuning: GateTuning, band: tuple[float, float]) -> None:
+    assert waiting_band(peak, GateConfig(tuning=tuning)) == band
+
+
+@pytest.mark.parametrize(
+    ("config", "limit", "in_flight", "expected"),
+    [
+        (CFG, 16, 10, 6),
+        (CFG, 16, 20, -4),                                  # after a cut: negative
+        (GateConfig(max_in_flight_pages=12), 16, 10, 2),    # the hard cap binds first
+    ],
+)
+def test_room_is_what_c_and_the_cap_still_allow(
+    config: GateConfig, limit: int, in_flight: int, expected: int
+) -> None:
+    assert room(Concurrency(limit=limit), in_flight, config) == expected
+
+
+def test_c_starts_at_the_initial_concurrency_under_the_cap() -> None:
+    assert start(CFG) == Concurrency(limit=16, slow_start=True)
+    assert start(GateConfig(max_in_flight_pages=3)).limit == 3
+
+
+@pytest.mark.parametrize(
+    ("tuning", "in_flight", "expected"),
+    [
+        (GateTuning(), 100, 90),                            # 0.9 x what is in flight
+        (GateTuning(preemption_backoff=0.5), 100, 50),
+        (GateTuning(), 3, 4),                               # never below the floor
+    ],
+)
+def test_a_preemption_cuts_what_is_in_flight(
+    tuning: GateTuning, in_flight: int, expected: int
+) -> None:
+    config = GateConfig(tuning=tuning)
+    after = step(120, in_flight, reading(running=100), preempted=True, slow_start=True,
+                 config=config)
+    assert (after.limit, after.slow_start, after.last_backoff_at) == (expected, False, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("tuning", "waiting", "expected"),
+    [
+        (GateTuning(), 15, 95),                        # excess 15 - 5 = 10: cut half of it
+        (GateTuning(excess_cut_share=1.0), 15, 90),    # cut all of it
+        (GateTuning(), 6, 99),                         # ceil(0.5)
+    ],
+)
+def test_a_queue_above_the_band_cuts_a_share_of_the_excess(
+    tuning: GateTuning, waiting: int, expected: int
+) -> None:
+    after = step(120, 100, reading(running=90, waiting=waiting, kv=0.6),
+                 config=GateConfig(tuning=tuning))
+    assert after.limit == expected
+    assert after.cut_running == 90
+
+
+@pytest.mark.parametrize(
+    ("kv", "cut_running", "running", "tuning", "keeps_slow_start"),
+    [
+        (0.2, 0, 40, GateTuning(), True),      # cache under half the ceiling, batch growing
+        (0.2, 40, 40, GateTuning(), False),    # running stopped growing
+        (0.45, 0, 40, GateTuning(), False),    # at half the ceiling (0.45): the ramp is over
+        (0.45, 0, 40, GateTuning(filling_kv_share=0.6), True),
+    ],
+)
+def test_a_cut_keeps_slow_start_only_while_the_batch_fills_up(
+    kv: float, cut_running: int, running: int, tuning: GateTuning, keeps_slow_start: bool
+) -> None:
+    after = step(100, 100, reading(running=running, waiting=30, kv=kv), slow_start=True,
+                 cut_running=cut_running, config=GateConfig(tuning=tuning))
+    assert after.slow_start is keeps_slow_start
+
+
+@pytest.mark.parametrize(
+    ("limit", "in_flight", "slow_start", "r", "peak", "tuning", "expected"),
+    [
+        (16, 16, True, reading(running=16), 16.0, GateTuning(), 32),       # slow start doubles
+        (16, 8, True, reading(running=8), 16.0, GateTuning(), 32),         # half of C in use
+        (16, 7, True, reading(running=7), 16.0, GateTuning(), 16),         # less: no growth
+        (16, 7, True, reading(running=7), 16.0, GateTuning(limit_bound_share=0.25), 32),
+        (64, 64, True, reading(running=64, kv=0.8), 64.0, GateTuning(), 72),  # KV room: 8
+        (64, 64, True, reading(running=2, kv=0.04), 64.0, GateTuning(), 128),  # too low to read
+        (64, 64, True, reading(running=2, kv=0.04), 64.0, GateTuning(kv_signal_floor=0.01), 107),
+        (100, 100, False, reading(running=100), 100.0, GateTuning(), 105),   # additive 5 %
+        (100, 100, False, reading(running=100), 100.0,
+         GateTuning(additive_growth_fraction=0.2), 120),
+        (10, 10, False, reading(running=10), 100.0, GateTuning(), 20),   # far under the peak
+        (10, 10, False, reading(running=10), 100.0, GateTuning(regrow_peak_share=0.05), 11),
+        (1600, 1600, True, reading(running=1600), 1600.0, GateTuning(), 1600),  # the cap
+    ],
+)
+def test_growth_below_the_band(
+    limit: int, in_flight: int, slow_start: bool, r: Reading, peak: float, tuning: GateTuning,
+    expected: int,
+) -> None:
+    after = step(limit, in_flight, r, peak=peak, slow_start=slow_start,
+                 config=GateConfig(tuning=tuning))
+    assert after.limit == expected
+    assert after.slow_start is slow_start
+
+
+@pytest.mark.parametrize(
+    ("waiting", "kv", "expected"),
+    [
+        (3, 0.6, 100),    # inside the band (1.25, 5]: hold
+        (3, 0.3, 105),    # ...unless the cache fills up: then grow below the top
+        (5, 0.3, 100),    # at the top: hold
+        (0, 0.95, 100),   # KV above the ceiling: no growth
+        (4, 0.95, 98),    # and the band's top is 0: the queue is cut
+    ],
+)
+def test_inside_the_band_and_under_kv_pressure(waiting: int, kv: float, expected: int) -> None:
+    assert step(100, 100, reading(running=100, waiting=waiting, kv=kv)).limit == expected
+
+
+@pytest.mark.parametrize(
+    ("last_backoff_at", "now", "in_flight", "tuning", "expected"),
+    [
+        (None, 0.0, 100, GateTuning(), 50),
+        (None, 0.0, 100, GateTuning(capacity_backoff=0.25), 25),
+        (0.0, 0.5, 100, GateTuning(), 100),    # within one poll interval of the last cut
+        (0.0, 1.0, 100, GateTuning(), 50),
+        (None, 0.0, 5, GateTuning(), 4),       # the floor
+    ],
+)
+def test_a_capacity_outcome_backs_off_once_per_poll(
+    last_backoff_at: float | None, now: float, in_flight: int, tuning: GateTuning, expected: int
+) -> None:
+    before = Concurrency(limit=100, slow_start=True, last_backoff_at=last_backoff_at)
+    after = back_off(before, in_flight, now, GateConfig(tuning=tuning))
+    assert after.limit == expected
+    assert after.slow_start is (after is before)

@@ -1,0 +1,87 @@
+"""The policy's pacing part: the token bucket's rate, size, refill and spending."""
+
+from __future__ import annotations
+
+import pytest
+
+from pagegate.admission.policy import GateConfig, GateTuning
+from pagegate.admission.policy.pacing import (
+    Bucket,
+    capacity,
+    full,
+    level,
+    next_token_at,
+    rate,
+    take,
+    whole_tokens,
+)
+
+CFG = GateConfig()
+
+
+@pytest.mark.parametrize(
+    ("drained", "tuning", "expected"),
+    [
+        (0.0, GateTuning(), 10.0),                     # nothing measured: the floor
+        (4.0, GateTuning(), 10.0),                     # 2 x 4 is under the floor
+        (27.0, GateTuning(), 54.0),                    # twice the drain
+        (27.0, GateTuning(pace_gain=1.0), 27.0),
+        (0.0, GateTuning(pace_min_rate=3.0), 3.0),
+    ],
+)
+def test_refill_rate_follows_the_drain_above_a_floor(
+    drained: float, tuning: GateTuning, expected: float
+) -> None:
+    assert rate(drained, GateConfig(tuning=tuning)) == expected
+
+
+@pytest.mark.parametrize(
+    ("refill", "config", "size"),
+    [
+        (10.0, CFG, 10.0),                                               # one poll's worth
+        (54.0, CFG, 54.0),
+        (10.0, GateConfig(poll_interval_seconds=0.1, stale_after_seconds=3.0), 4.0),  # C's floor
+        (10.0, GateConfig(initial_concurrency=2), 10.0),
+        (1.0, GateConfig(initial_concurrency=2), 2.0),                   # the floor follows C's
+    ],
+)
+def test_the_bucket_holds_a_poll_of_tokens_but_never_fewer_than_c_floor(
+    refill: float, config: GateConfig, size: float
+) -> None:
+    assert capacity(refill, config) == size
+
+
+@pytest.mark.parametrize(
+    ("tokens", "elapsed", "refill", "level_after", "whole"),
+    [
+        (0.0, 0.0, 10.0, 0.0, 0),
+        (0.0, 0.35, 10.0, 3.5, 3),
+        (0.0, 2.0, 10.0, 10.0, 10),         # idle time does not pile up past the size
+        (2.0, -1.0, 10.0, 2.0, 2),          # a clock behind the bucket adds nothing
+        (0.9999999999, 0.0, 10.0, 0.9999999999, 1),  # refill arithmetic's last bit counts
+    ],
+)
+def test_level_refills_with_time_up_to_the_size(
+    tokens: float, elapsed: float, refill: float, level_after: float, whole: int
+) -> None:
+    bucket = Bucket(tokens, 5.0)
+    assert level(bucket, 5.0 + elapsed, refill, CFG) == pytest.approx(level_after)
+    assert whole_tokens(bucket, 5.0 + elapsed, refill, CFG) == whole
+
+
+@pytest.mark.parametrize(
+    ("tokens", "refill", "wake"),
+    [(0.0, 10.0, 0.1), (0.5, 2.0, 0.25), (1.0, 2.0, 0.0), (3.0, 2.0, 0.0)],
+)
+def test_next_token_is_when_the_level_reaches_one(tokens: float, refill: float, wake: float) -> None:
+    assert next_token_at(Bucket(tokens, 0.0), 0.0, refill, CFG) == pytest.approx(wake)
+
+
+def test_a_page_takes_one_token_and_the_first_bucket_is_full() -> None:
+    bucket = full(7.0, CFG)
+    assert bucket == Bucket(10.0, 7.0)
+    assert take(bucket, 7.0, 10.0, CFG) == Bucket(9.0, 7.0)
+    assert take(Bucket(0.5, 0.0), 0.0, 10.0, CFG) == Bucket(0.0, 0.0)  # never negative
+    refilled = take(Bucket(0.0, 0.0), 0.2, 10.0, CFG)  # two tokens came in, one went out
+    assert refilled.tokens == pytest.approx(1.0)
+    assert refilled.at == 0.2

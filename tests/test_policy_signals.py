@@ -1,0 +1,148 @@
+"""The policy's signals part: peak, frontend gap, preemptions, stalls, pauses, one table each."""
+
+from __future__ import annotations
+
+import pytest
+
+from pagegate.admission.policy import GateConfig, GateTuning, Reason
+from pagegate.admission.policy.signals import (
+    Signals,
+    fold,
+    out_of_order,
+    pause_reason,
+    release_hold,
+    scrape_failed,
+    stalled,
+    usable,
+    usable_since,
+)
+from pagegate.server.metrics import Reading
+
+CFG = GateConfig()
+
+
+def reading(
+    at: float,
+    *,
+    waiting: int = 0,
+    running: int = 0,
+    preemptions: float | None = None,
+    generated: float | None = None,
+    healthy: bool = True,
+) -> Reading:
+    return Reading(waiting=waiting, running=running, kv_usage=0.5, at=at,
+                   preemptions_total=preemptions, generation_tokens_total=generated,
+                   healthy=healthy)
+
+
+def seen(*readings: Reading, in_flight: int = 0, config: GateConfig = CFG) -> Signals:
+    signals = Signals()
+    for r in readings:
+        signals, _ = fold(signals, r, in_flight, config)
+    return signals
+
+
+@pytest.mark.parametrize(
+    ("peak_before", "dt", "running", "peak"),
+    [
+        (0.0, 0.0, 7, 7.0),          # the first reading sets it
+        (100.0, 600.0, 10, 50.0),    # one half-life: half the old peak beats 10 running
+        (100.0, 600.0, 80, 80.0),    # running above the decayed peak
+        (100.0, 1200.0, 0, 25.0),
+        (100.0, 0.0, 0, 100.0),
+    ],
+)
+def test_peak_is_the_decayed_maximum_of_running(
+    peak_before: float, dt: float, running: int, peak: float
+) -> None:
+    start = Signals(reading=reading(0.0), peak=peak_before)
+    signals, _ = fold(start, reading(dt, running=running), 0, CFG)
+    assert signals.peak == pytest.approx(peak)
+
+
+@pytest.mark.parametrize(
+    ("in_flight", "running", "waiting", "tolerance", "queue"),
+    [
+        (10, 10, 0, 4, 0.0),
+        (14, 10, 0, 4, 0.0),     # four in transit: tolerated
+        (15, 10, 0, 4, 1.0),
+        (30, 10, 5, 4, 16.0),    # waiting 5 + (30 - 15 - 4)
+        (30, 10, 5, 0, 20.0),    # no tolerance: the whole gap
+        (5, 100, 3, 4, 3.0),     # another tenant's requests: a negative gap is no signal
+    ],
+)
+def test_queue_is_waiting_plus_the_frontend_gap_beyond_the_tolerance(
+    in_flight: int, running: int, waiting: int, tolerance: int, queue: float
+) -> None:
+    config = GateConfig(tuning=GateTuning(frontend_gap_tolerance=tolerance))
+    signals = seen(reading(1.0, running=running, waiting=waiting), in_flight=in_flight,
+                   config=config)
+    assert signals.queue == queue
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "preempted"),
+    [(None, 5.0, False), (5.0, None, False), (5.0, 5.0, False), (5.0, 6.0, True),
+     (5.0, 0.0, False)],  # a counter reset (server restart) is not a preemption
+)
+def test_a_preemption_is_a_rise_of_the_counter(
+    before: float | None, after: float | None, preempted: bool
+) -> None:
+    start = seen(reading(0.0, preemptions=before))
+    _, result = fold(start, reading(1.0, preemptions=after), 0, CFG)
+    assert result is preempted
+
+
+@pytest.mark.parametrize(
+    ("generated", "running", "last_at", "stall_after", "is_stalled"),
+    [
+        (100.0, 5, 61.0, 60.0, True),    # work held, no token for 61 s
+        (100.0, 5, 60.0, 60.0, False),   # exactly the limit: not yet
+        (150.0, 5, 61.0, 60.0, False),   # tokens moved
+        (100.0, 0, 61.0, 60.0, False),   # idle: nothing to generate
+        (None, 5, 61.0, 60.0, False),    # no counter: no stall signal
+        (100.0, 5, 61.0, None, False),   # detection off
+    ],
+)
+def test_stall_is_work_without_tokens_for_stall_after(
+    generated: float | None, running: int, last_at: float, stall_after: float | None,
+    is_stalled: bool,
+) -> None:
+    config = GateConfig(tuning=GateTuning(stall_after_seconds=stall_after))
+    signals = seen(reading(0.0, running=5, generated=100.0),
+                   reading(last_at, running=running, generated=generated), config=config)
+    assert stalled(signals, config) is is_stalled
+    assert usable(signals, config) is not is_stalled
+    assert (pause_reason(signals, last_at, config) is Reason.STALLED) is is_stalled
+
+
+@pytest.mark.parametrize(
+    ("signals", "now", "pause", "release"),
+    [
+        (Signals(), 0.0, Reason.NO_READING, Reason.NO_READING),
+        (seen(reading(0.0)), 5.0, None, None),
+        (seen(reading(0.0)), 5.01, Reason.STALE, Reason.STALE),
+        (seen(reading(0.0, healthy=False)), 0.0, Reason.UNHEALTHY, Reason.UNHEALTHY),
+        # one failed scrape: pages still flow on a fresh reading, releases wait
+        (scrape_failed(seen(reading(0.0))), 1.0, None, Reason.SCRAPE_FAILED),
+    ],
+)
+def test_pause_and_release_holds(
+    signals: Signals, now: float, pause: Reason | None, release: Reason | None
+) -> None:
+    assert pause_reason(signals, now, CFG) is pause
+    assert release_hold(signals, now, CFG) is release
+
+
+def test_usable_readings_move_the_usable_clock_and_others_do_not() -> None:
+    signals = seen(reading(3.0), reading(4.0, healthy=False))
+    assert signals.last_usable_at == 3.0
+    assert usable_since(signals, started_at=0.0) == 3.0
+    assert usable_since(Signals(), started_at=10.0) == 10.0
+
+
+def test_an_older_reading_is_out_of_order() -> None:
+    signals = seen(reading(5.0))
+    assert out_of_order(signals, reading(4.9))
+    assert not out_of_order(signals, reading(5.0))
+    assert not out_of_order(Signals(), reading(0.0))
