@@ -9,7 +9,9 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 from pagegate.samples import write_sample_corpus
 from pagegate.sim.process import SimProcess
@@ -52,3 +54,13 @@ def run_demo(directory: Path, *, good: int, run: RunFlow) -> int:
         return 0
     print("\nUnexpected outcome: see the list above.")
     return 1
+
+
+def demo_command(
+    directory: Annotated[Path, typer.Option("--dir", help="Where to put sample PDFs and the workspace.")] = Path("pagegate-demo"),
+    pdfs: Annotated[int, typer.Option(help="Good sample PDFs to generate (7 broken ones are added).")] = 16,
+) -> None:
+    """Generate sample PDFs, start the simulator, and OCR them on embedded defaults."""
+    from pagegate.cli.flowrun import run_flow
+
+    raise typer.Exit(run_demo(directory.resolve(), good=pdfs, run=run_flow))

@@ -1,8 +1,9 @@
 """`pagegate plan SOURCES... --workspace W`: cut a job into shards and show the plan.
 
 What the `ocr-planner` flow does before it launches anything: list, estimate pages
-from a sample, cut shards, write their manifests (unless --dry-run). Useful to size a
-cluster job (docs/cluster.md) and to check the estimate's error before spending GPU time.
+from a sample, cut shards, write their manifests (unless --dry-run), with the same
+defaults (PlannerConfig). Useful to size a cluster job (docs/cluster.md) and to check
+the estimate's error before spending GPU time.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from pagegate.config import PlannerConfig
 from pagegate.io.s3 import make_s3_client
 from pagegate.output.workspace import Workspace
 from pagegate.scale.plan import plan_shards
@@ -21,12 +23,12 @@ from pagegate.scale.plan import plan_shards
 def plan_command(
     sources: Annotated[list[str], typer.Argument(help="s3://bucket/prefix, globs, folders, .txt lists.")],
     workspace: Annotated[str, typer.Option(help="Workspace the shards' manifests go to.")],
-    pages_per_shard: Annotated[int, typer.Option(help="Target estimated pages per shard.")] = 20_000,
-    pdfs_per_shard: Annotated[int, typer.Option(help="Target PDFs per shard.")] = 1_000,
-    sample_size: Annotated[int, typer.Option(help="PDFs whose page counts fit the estimate.")] = 128,
+    pages_per_shard: Annotated[int, typer.Option(help="Target estimated pages per shard.")] = PlannerConfig.pages_per_shard,
+    pdfs_per_shard: Annotated[int, typer.Option(help="Target PDFs per shard.")] = PlannerConfig.pdfs_per_shard,
+    sample_size: Annotated[int, typer.Option(help="PDFs whose page counts fit the estimate.")] = PlannerConfig.sample_size,
     bytes_per_page: Annotated[
         float | None, typer.Option(help="Known bytes per page: no sampling.")
-    ] = None,
+    ] = PlannerConfig.bytes_per_page,
     dry_run: Annotated[bool, typer.Option(help="Do not write the manifests.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:

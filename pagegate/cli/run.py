@@ -1,0 +1,230 @@
+"""`pagegate run` and `pagegate reprocess`: a flow run from the command line, then its summary.
+
+Every default is RunConfig's (pagegate/config.py), read by name; tests/test_run_defaults.py
+checks each option the commands share with RunConfig. The flows are called with
+keywords, so mypy checks every name against their signatures.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from pagegate.cli.flowrun import prefect_env, run_flow_state
+from pagegate.cli.options import (
+    DpOpt,
+    DropOnPageErrorsOpt,
+    GateOpt,
+    GpuMemOpt,
+    GpusOpt,
+    HangAfterOpt,
+    JsonOpt,
+    LimitMmOpt,
+    MarkdownOpt,
+    MaxModelLenOpt,
+    MaxNumSeqsOpt,
+    MaxPageErrorRateOpt,
+    MaxPageRetriesOpt,
+    MaxPagesOpt,
+    ModelOpt,
+    NoGateOpt,
+    PagesPerGroupOpt,
+    PdfPasswordOpt,
+    PdfPasswordSecretOpt,
+    RestartBudgetOpt,
+    RestartRefillOpt,
+    ResultStorageOpt,
+    S3RetryModeOpt,
+    ServedNameOpt,
+    ServerOpt,
+    TpOpt,
+    UnavailableAfterOpt,
+    VllmArgOpt,
+    VllmCommandOpt,
+    VllmPortOpt,
+    WorkersOpt,
+    gate_overrides,
+    run_target,
+    secret,
+)
+from pagegate.config import RunConfig
+
+
+def run_command(
+    sources: Annotated[list[str], typer.Argument(help="s3://bucket/prefix, globs, folders, files, or .txt lists.")],
+    workspace: Annotated[str, typer.Option(help="Output location: local folder or s3://bucket/prefix.")],
+    server: ServerOpt = None,
+    model: ModelOpt = None,
+    pages_per_group: PagesPerGroupOpt = RunConfig.pages_per_group,
+    workers: WorkersOpt = RunConfig.workers,
+    max_concurrent_requests: Annotated[int, typer.Option(help="Requests in flight when the gate is off.")] = RunConfig.max_concurrent_requests,
+    markdown: MarkdownOpt = RunConfig.markdown,
+    target_longest_image_dim: Annotated[int, typer.Option(help="Rendered page size (longest side, px).")] = RunConfig.target_longest_image_dim,
+    max_page_retries: MaxPageRetriesOpt = RunConfig.max_page_retries,
+    gate: GateOpt = RunConfig.gate_block,
+    no_gate: NoGateOpt = False,
+    gate_peak_ratio: Annotated[float | None, typer.Option(help="Release only when waiting <= ratio x peak.")] = None,
+    gate_cooldown: Annotated[float | None, typer.Option(help="Seconds between releases.")] = None,
+    gate_max_in_flight: Annotated[int | None, typer.Option(help="Hard cap on pages in flight.")] = None,
+    json_out: JsonOpt = False,
+    max_pages_per_pdf: MaxPagesOpt = RunConfig.max_pages_per_pdf,
+    max_page_error_rate: MaxPageErrorRateOpt = RunConfig.max_page_error_rate,
+    drop_on_page_errors: DropOnPageErrorsOpt = RunConfig.drop_on_page_errors,
+    pdf_password: PdfPasswordOpt = RunConfig.pdf_password,
+    pdf_password_secret: PdfPasswordSecretOpt = None,
+    server_unavailable_after_seconds: UnavailableAfterOpt = RunConfig.server_unavailable_after_seconds,
+    s3_retry_mode: S3RetryModeOpt = RunConfig.s3_retry_mode,
+    result_storage: ResultStorageOpt = None,
+    vllm_command: VllmCommandOpt = None,
+    vllm_port: VllmPortOpt = None,
+    served_model_name: ServedNameOpt = None,
+    gpu_memory_utilization: GpuMemOpt = None,
+    max_model_len: MaxModelLenOpt = None,
+    tensor_parallel_size: TpOpt = None,
+    data_parallel_size: DpOpt = None,
+    max_num_seqs: MaxNumSeqsOpt = None,
+    limit_mm_per_prompt: LimitMmOpt = None,
+    vllm_arg: VllmArgOpt = None,
+    hang_after: HangAfterOpt = None,
+    restart_budget: RestartBudgetOpt = None,
+    restart_refill: RestartRefillOpt = None,
+    gpus: GpusOpt = None,
+) -> None:
+    """OCR PDFs into Dolma JSONL as a Prefect flow run; exits 1 if any PDF failed."""
+    target = run_target(
+        server, model, vllm_command, vllm_port, served_model_name, gpu_memory_utilization,
+        max_model_len, tensor_parallel_size, data_parallel_size, max_num_seqs,
+        limit_mm_per_prompt, vllm_arg, hang_after, restart_budget, restart_refill, gpus,
+    )
+    prefect_env()
+    from flows.ocr_pdfs import ocr_pdfs
+
+    ok, summary = run_flow_state(lambda: ocr_pdfs(
+        sources=list(sources),
+        workspace=workspace,
+        **target,
+        pages_per_group=pages_per_group,
+        workers=workers,
+        max_concurrent_requests=max_concurrent_requests,
+        markdown=markdown,
+        target_longest_image_dim=target_longest_image_dim,
+        max_page_retries=max_page_retries,
+        gate=gate,
+        gate_enabled=not no_gate,
+        gate_overrides=gate_overrides(gate_peak_ratio, gate_cooldown, gate_max_in_flight),
+        max_pages_per_pdf=max_pages_per_pdf,
+        max_page_error_rate=max_page_error_rate,
+        drop_on_page_errors=drop_on_page_errors,
+        pdf_password=secret(pdf_password),
+        pdf_password_secret=pdf_password_secret,
+        server_unavailable_after_seconds=server_unavailable_after_seconds,
+        s3_retry_mode=s3_retry_mode,
+        result_storage=result_storage,
+        return_state=True,
+    ))
+    print_summary(summary, workspace, json_out=json_out)
+    raise typer.Exit(0 if ok else 1)
+
+
+def reprocess_command(
+    workspace: Annotated[str, typer.Argument(help="Workspace whose failure ledger to work through.")],
+    pdfs: Annotated[list[str] | None, typer.Argument(help="Redo exactly these PDFs instead of the ledger's.")] = None,
+    only_reason: Annotated[list[str] | None, typer.Option(help="Only ledger records with this reason (repeatable).")] = None,
+    server: ServerOpt = None,
+    model: ModelOpt = None,
+    pages_per_group: PagesPerGroupOpt = RunConfig.pages_per_group,
+    workers: WorkersOpt = RunConfig.workers,
+    markdown: MarkdownOpt = RunConfig.markdown,
+    max_page_retries: MaxPageRetriesOpt = RunConfig.max_page_retries,
+    gate: GateOpt = RunConfig.gate_block,
+    no_gate: NoGateOpt = False,
+    json_out: JsonOpt = False,
+    max_pages_per_pdf: MaxPagesOpt = RunConfig.max_pages_per_pdf,
+    max_page_error_rate: MaxPageErrorRateOpt = RunConfig.max_page_error_rate,
+    drop_on_page_errors: DropOnPageErrorsOpt = RunConfig.drop_on_page_errors,
+    pdf_password: PdfPasswordOpt = RunConfig.pdf_password,
+    pdf_password_secret: PdfPasswordSecretOpt = None,
+    server_unavailable_after_seconds: UnavailableAfterOpt = RunConfig.server_unavailable_after_seconds,
+    s3_retry_mode: S3RetryModeOpt = RunConfig.s3_retry_mode,
+    result_storage: ResultStorageOpt = None,
+    vllm_command: VllmCommandOpt = None,
+    vllm_port: VllmPortOpt = None,
+    served_model_name: ServedNameOpt = None,
+    gpu_memory_utilization: GpuMemOpt = None,
+    max_model_len: MaxModelLenOpt = None,
+    tensor_parallel_size: TpOpt = None,
+    data_parallel_size: DpOpt = None,
+    max_num_seqs: MaxNumSeqsOpt = None,
+    limit_mm_per_prompt: LimitMmOpt = None,
+    vllm_arg: VllmArgOpt = None,
+    hang_after: HangAfterOpt = None,
+    restart_budget: RestartBudgetOpt = None,
+    restart_refill: RestartRefillOpt = None,
+    gpus: GpusOpt = None,
+) -> None:
+    """Retry the PDFs in WORKSPACE's failure ledger (or exactly PDF...); exits 1 if any still fail.
+
+    Documents kept with flagged fallback pages (page_error_rate) are redone too; a
+    listed PDF that is already committed cleanly is skipped.
+    """
+    from pagegate.plan.reprocess import check_reasons
+
+    try:
+        reasons = sorted(check_reasons(only_reason or []))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--only-reason") from None
+    target = run_target(
+        server, model, vllm_command, vllm_port, served_model_name, gpu_memory_utilization,
+        max_model_len, tensor_parallel_size, data_parallel_size, max_num_seqs,
+        limit_mm_per_prompt, vllm_arg, hang_after, restart_budget, restart_refill, gpus,
+    )
+    prefect_env()
+    from flows.reprocess import reprocess
+
+    ok, summary = run_flow_state(lambda: reprocess(
+        workspace=workspace,
+        pdfs=list(pdfs or []) or None,
+        only_reasons=reasons or None,
+        **target,
+        pages_per_group=pages_per_group,
+        workers=workers,
+        markdown=markdown,
+        max_page_retries=max_page_retries,
+        gate=gate,
+        gate_enabled=not no_gate,
+        max_pages_per_pdf=max_pages_per_pdf,
+        max_page_error_rate=max_page_error_rate,
+        drop_on_page_errors=drop_on_page_errors,
+        pdf_password=secret(pdf_password),
+        pdf_password_secret=pdf_password_secret,
+        server_unavailable_after_seconds=server_unavailable_after_seconds,
+        s3_retry_mode=s3_retry_mode,
+        result_storage=result_storage,
+        return_state=True,
+    ))
+    print_summary(summary, workspace, json_out=json_out)
+    raise typer.Exit(0 if ok else 1)
+
+
+def print_summary(summary: dict[str, Any], workspace: str, *, json_out: bool) -> None:
+    """The run's summary (pagegate.report.summary.RunSummary.as_dict) on stdout."""
+    if json_out:
+        typer.echo(json.dumps(summary, indent=2))
+        return
+    elapsed = float(summary.get("elapsed_seconds") or 0.0)
+    pages = int(summary.get("pages") or 0)
+    rate = pages / elapsed if elapsed > 0 else 0.0
+    typer.echo(
+        f"PDFs ok: {summary.get('pdfs_ok', 0)}  failed: {summary.get('pdfs_failed', 0)}  "
+        f"skipped: {summary.get('pdfs_skipped', 0)}  pages: {pages}  "
+        f"fallback pages: {summary.get('fallback_pages', 0)}  {rate:.2f} pages/s"
+    )
+    for failure in summary.get("failed", []):
+        typer.echo(f"  FAILED {failure['source']}: {failure['reason']} ({failure['detail']})")
+    for flagged in summary.get("flagged", []):
+        typer.echo(f"  FLAGGED {flagged['source']}: {flagged['reason']} ({flagged['detail']})")
+    typer.echo(f"results: {workspace.rstrip('/')}/results/  ledger: {workspace.rstrip('/')}/ledger/")
+    if summary.get("chart"):
+        typer.echo(f"run chart: {summary['chart']}")
