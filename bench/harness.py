@@ -56,6 +56,7 @@ from bench.synthetic import SyntheticGroup, SyntheticRenderer, synthetic_groups
 from pagegate.admission import FixedLimit, Gate, GateConfig, MetricsError, parse_vllm_metrics
 from pagegate.admission.base import Admission, AdmissionSignals, Outcome, Permit, settled
 from pagegate.clock import Clock, ScaledClock
+from pagegate.config import RunConfig
 from pagegate.ocr.client import PageClient
 from pagegate.ocr.page import PageOcr
 from pagegate.ocr.stats import RunStats
@@ -69,10 +70,10 @@ STRATEGIES = ("none", "olmocr-2024", "olmocr-lock", "fixed-1600", "pagegate")
 IDEAL = "ideal"
 OLMOCR_FIXED_LIMIT = 1600  # olmOCR --max_concurrent_requests since c6c3a1d (2026-01-08)
 
-# Production client settings (pagegate/config.py RunConfig defaults), in simulated seconds.
-MAX_PAGE_ATTEMPTS = 8
-REQUEST_TIMEOUT_S = 600.0
-UNAVAILABLE_AFTER_S = 1800.0
+# Production client settings (RunConfig's defaults, read by name), in simulated seconds.
+MAX_PAGE_ATTEMPTS = RunConfig.max_page_retries
+REQUEST_TIMEOUT_S = RunConfig.request_timeout_seconds
+UNAVAILABLE_AFTER_S = RunConfig.server_unavailable_after_seconds
 HTTP_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=64)
 
 SERVER_COLUMNS = ("t", "waiting", "running", "kv")
@@ -481,7 +482,7 @@ async def run_client(spec: RunSpec, sim: SimProcess) -> dict[str, Any]:
             admission=metered,
             renderer=renderer,
             profile=get_profile(DEFAULT_PROFILE),
-            model="olmocr",
+            model=RunConfig.model,
             clock=clock,
             stats=stats,
             max_attempts=MAX_PAGE_ATTEMPTS,
