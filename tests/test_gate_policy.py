@@ -44,6 +44,7 @@ from pagegate.admission.policy import (
 from pagegate.server.metrics import Reading
 
 CFG = GateConfig()
+PARTS = ("signals", "concurrency", "bucket", "rates", "units")
 
 
 def replace(state: GateState, **values: Any) -> GateState:
@@ -60,9 +61,6 @@ def replace(state: GateState, **values: Any) -> GateState:
     for part, fields in parts.items():
         changes[part] = dataclasses.replace(getattr(state, part), **fields)
     return dataclasses.replace(state, **changes)
-
-
-PARTS = ("signals", "concurrency", "bucket", "rates", "units")
 
 
 def gate_config(**values: Any) -> GateConfig:
