@@ -7,8 +7,9 @@ compared with the config's field defaults. A parameter is compared when its name
 config field, or says the same under another name (ALIASES, INVERTED); a None where the
 field's default is an empty container means that default (EMPTY_IS_DEFAULT). The few
 parameters whose empty value means something of its own are listed with the reason
-(OWN_MEANING). Each check also names parameters it must have compared (CORE), so a
-rename cannot make it compare nothing.
+(OWN_MEANING), and those that are no config setting at all, by group (NOT_CONFIG):
+every parameter with a default must be one of the three, so an option renamed away from
+its field fails. Each check also names parameters it must have compared (CORE).
 """
 
 from __future__ import annotations
@@ -39,6 +40,23 @@ EMPTY_IS_DEFAULT = {"gate_overrides", "server_urls"}  # None: {} / ()
 OWN_MEANING = {
     "server_url": "flows: empty is the node's own server, PAGEGATE_SERVER_URL (docs/cluster.md)",
     "model": "CLI: empty is the served name, or with no --server no launched server at all",
+}
+# Parameters that are no setting of the config: the check accounts for every parameter
+# with a default, so an option renamed away from its field's name fails instead of
+# escaping the comparison.
+NOT_CONFIG = {
+    # where a run's inputs, password and results come from, and what it prints
+    "pdfs", "only_reasons", "only_reason", "pdf_password_secret", "result_storage", "json_out",
+    # which server: --server is server_url/server_urls; launch settings whose empty value
+    # is the launcher's own default (pagegate/server/settings.py, watchdog.py)
+    "server", "launch_server", "vllm_command", "vllm_port", "served_model_name",
+    "gpu_memory_utilization", "max_model_len", "tensor_parallel_size", "data_parallel_size",
+    "max_num_seqs", "limit_mm_per_prompt", "vllm_arg", "hang_after", "restart_budget",
+    "restart_refill", "gpus",
+    # gate_overrides given one field at a time: empty is the AdmissionGate block's value
+    "gate_peak_ratio", "gate_cooldown", "gate_max_in_flight",
+    # the planner: further shard parameters; plan_shards' and pagegate plan's own switches
+    "shard_parameters", "write_manifests", "dry_run",
 }
 CORE_RUN = {
     "pages_per_group", "workers", "markdown", "max_page_retries", "gate", "max_page_error_rate",
@@ -103,17 +121,25 @@ PLANNER_ENTRY_POINTS: dict[str, Callable[[], dict[str, Any]]] = {
 }
 
 
+def unaccounted(defaults: Mapping[str, Any], config: type) -> set[str]:
+    return set(defaults) - set(compared(defaults, config)) - set(OWN_MEANING) - NOT_CONFIG
+
+
 @pytest.mark.parametrize("where", RUN_ENTRY_POINTS)
 def test_run_defaults_are_run_configs(where: str) -> None:
-    pairs = compared(RUN_ENTRY_POINTS[where](), RunConfig)
+    defaults = RUN_ENTRY_POINTS[where]()
+    pairs = compared(defaults, RunConfig)
     assert {n: p for n, p in pairs.items() if p[0] != p[1]} == {}
+    assert unaccounted(defaults, RunConfig) == set()
     assert set(pairs) >= CORE_RUN, f"{where} no longer has {sorted(CORE_RUN - set(pairs))}"
 
 
 @pytest.mark.parametrize("where", PLANNER_ENTRY_POINTS)
 def test_planner_defaults_are_planner_configs(where: str) -> None:
-    pairs = compared(PLANNER_ENTRY_POINTS[where](), PlannerConfig)
+    defaults = PLANNER_ENTRY_POINTS[where]()
+    pairs = compared(defaults, PlannerConfig)
     assert {n: p for n, p in pairs.items() if p[0] != p[1]} == {}
+    assert unaccounted(defaults, PlannerConfig) == set()
     expected = CORE_PLANNER
     if where == "plan_shards":  # it takes the targets as target_pages / target_pdfs, required
         expected = {"sample_size", "sample_lookahead", "bytes_per_page"}
@@ -136,6 +162,10 @@ def test_the_check_sees_a_drifted_default_an_alias_and_a_flag() -> None:
         "pages_per_group", "gate_enabled", "no_gate"
     }
     assert pairs["gate_overrides"] == ({}, {})
+
+    def renamed(server_unavailable_after: float = 1800.0) -> None: ...
+
+    assert unaccounted(signature_defaults(renamed), RunConfig) == {"server_unavailable_after"}
 
 
 def test_the_benchmark_harness_runs_on_the_production_defaults() -> None:

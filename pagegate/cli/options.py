@@ -17,9 +17,6 @@ from pagegate.server.watchdog import WatchdogConfig, WatchLimits
 if TYPE_CHECKING:
     from pydantic import SecretStr
 
-_LAUNCH_DEFAULTS = VllmSettings(model="m")
-_WATCHDOG_DEFAULTS = WatchdogConfig()
-
 # The run's target server.
 ServerOpt = Annotated[list[str] | None, typer.Option(metavar="URL", help=f"OpenAI base URL of an external vLLM server (default {DEFAULT_SERVER_URL} unless --model launches one). Repeat for several servers (e.g. one per GPU): pages go to the least-loaded one.")]
 ModelOpt = Annotated[str | None, typer.Option(help=f"With --server: its served model name (default {DEFAULT_SERVED_NAME}). Without: launch and supervise `vllm serve MODEL`.")]
@@ -46,18 +43,18 @@ ResultStorageOpt = Annotated[str | None, typer.Option(help="Where task results p
 # A server pagegate launches itself (`run --model MODEL` without --server).
 _LAUNCH = "Launched server: "
 VllmCommandOpt = Annotated[str | None, typer.Option(help=_LAUNCH + f"command line, {{model}} marks the model (default: {DEFAULT_COMMAND}).")]
-VllmPortOpt = Annotated[int | None, typer.Option(help=_LAUNCH + f"port (default {_LAUNCH_DEFAULTS.port}).")]
-ServedNameOpt = Annotated[str | None, typer.Option(help=_LAUNCH + f"served model name (default {_LAUNCH_DEFAULTS.served_model_name}).")]
+VllmPortOpt = Annotated[int | None, typer.Option(help=_LAUNCH + f"port (default {VllmSettings.port}).")]
+ServedNameOpt = Annotated[str | None, typer.Option(help=_LAUNCH + f"served model name (default {VllmSettings.served_model_name}).")]
 GpuMemOpt = Annotated[float | None, typer.Option(help=_LAUNCH + "vLLM --gpu-memory-utilization.")]
 MaxModelLenOpt = Annotated[int | None, typer.Option(help=_LAUNCH + "vLLM --max-model-len.")]
 TpOpt = Annotated[int | None, typer.Option(help=_LAUNCH + "vLLM --tensor-parallel-size.")]
 DpOpt = Annotated[int | None, typer.Option(help=_LAUNCH + "vLLM --data-parallel-size.")]
 MaxNumSeqsOpt = Annotated[int | None, typer.Option(help=_LAUNCH + "vLLM --max-num-seqs.")]
-LimitMmOpt = Annotated[str | None, typer.Option(help=_LAUNCH + f"vLLM --limit-mm-per-prompt (default {_LAUNCH_DEFAULTS.limit_mm_per_prompt}).")]
+LimitMmOpt = Annotated[str | None, typer.Option(help=_LAUNCH + f"vLLM --limit-mm-per-prompt (default {VllmSettings.limit_mm_per_prompt}).")]
 VllmArgOpt = Annotated[list[str] | None, typer.Option(help=_LAUNCH + "extra argument passed verbatim (repeatable; --vllm-arg=--enforce-eager).")]
-HangAfterOpt = Annotated[float | None, typer.Option(help=_LAUNCH + f"restart when work waits and no token is generated for this many seconds (default {WatchLimits().hang_after:g}).")]
-RestartBudgetOpt = Annotated[int | None, typer.Option(help=_LAUNCH + f"restarts allowed at once (default {_WATCHDOG_DEFAULTS.restart_capacity}).")]
-RestartRefillOpt = Annotated[float | None, typer.Option(help=_LAUNCH + f"seconds to earn one restart back (default {_WATCHDOG_DEFAULTS.restart_refill_seconds:g}).")]
+HangAfterOpt = Annotated[float | None, typer.Option(help=_LAUNCH + f"restart when work waits and no token is generated for this many seconds (default {WatchLimits.hang_after:g}).")]
+RestartBudgetOpt = Annotated[int | None, typer.Option(help=_LAUNCH + f"restarts allowed at once (default {WatchdogConfig.restart_capacity}).")]
+RestartRefillOpt = Annotated[float | None, typer.Option(help=_LAUNCH + f"seconds to earn one restart back (default {WatchdogConfig.restart_refill_seconds:g}).")]
 GpusOpt = Annotated[str | None, typer.Option(help=_LAUNCH + "one server per GPU, e.g. 0,1 (CUDA_VISIBLE_DEVICES each, ports from --vllm-port up; 0+1,2+3: two GPUs per server); pages go to the least-loaded.")]
 
 
