@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import io
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -16,7 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pagegate.clock import FakeClock, settle
 from pagegate.errors import ReplyParseError
-from pagegate.sim.app import SimConfig, build_app
+from pagegate.sim.app import build_app
+from pagegate.sim.config import SimConfig
 from pagegate.sim.workload import output_tokens, prompt_tokens
 from pagegate.vlm.chat import build_chat_request, parse_chat_response
 from pagegate.vlm.profiles import OLMOCR_2
@@ -157,6 +159,10 @@ def test_metrics_show_a_burst_queue_and_drain(start_sim: StartSim) -> None:
     )
     assert metric(text, "vllm:num_preemptions_total", **labels) == 0
     assert metric(text, "vllm:cache_config_info", block_size="16", num_gpu_blocks="2048", engine="0") == 1
+    assert metric(text, "vllm:cache_config_info", kv_cache_size_tokens="32768",
+                  kv_cache_max_concurrency="2.0") == 1
+    assert metric(text, "vllm:num_requests_waiting_by_reason", reason="capacity", **labels) == 0
+    assert metric(text, "vllm:admission_rejections_total", reason="max_num_queued_reqs") == 0
 
 
 # --- faults -----------------------------------------------------------------------------
@@ -229,7 +235,9 @@ def test_an_ungated_burst_kills_the_ci_server_and_it_stops_answering(start_sim: 
     assert 500 in outcomes
     assert set(outcomes) <= {200, 500, "ConnectError", "RemoteProtocolError", "ReadError"}
     assert sim.process.wait(timeout=15) == 3
-    assert "waiting queue reached 65 (> 64)" in sim.stderr_text()
+    # The queue past 64 or, with requests still in the front end, host memory past 4 GB.
+    assert re.search(r"waiting queue reached 65 \(> 64\)|host memory \d+ MB > 4096 MB",
+                     sim.stderr_text())
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{sim.root_url}/health", timeout=5)
 
@@ -247,10 +255,22 @@ def test_in_process_app_runs_on_the_injected_clock() -> None:
             pending = asyncio.create_task(client.post("/v1/chat/completions", json=chat(png)))
             await settle()
             assert not pending.done()  # simulated time has not moved
-            metrics = (await client.get("/metrics")).text
-            assert metric(metrics, "vllm:num_requests_running") == 1
-            await clock.advance(0.001)
-            assert not pending.done()
+            # /metrics is answered by the simulated API server's loop, behind the page's body.
+            scrape = asyncio.create_task(client.get("/metrics"))
+            await settle()
+            assert not scrape.done()
+            await clock.advance(0.003)
+            early = (await scrape).text
+            # ~2 ms in, the page is still being preprocessed: no engine gauge counts it.
+            assert metric(early, "pagegate_sim:num_requests_in_front_end") == 1
+            assert metric(early, "vllm:num_requests_running") == 0
+            await clock.advance(0.02)
+            scrape = asyncio.create_task(client.get("/metrics"))
+            await settle()  # the scrape is queued on the simulated loop before time moves
+            await clock.advance(0.003)
+            later = (await scrape).text
+            assert metric(later, "vllm:num_requests_running") == 1
+            assert metric(later, "pagegate_sim:num_requests_in_front_end") == 0
             for _ in range(200):
                 if pending.done():
                     break
@@ -271,17 +291,24 @@ def test_in_process_crash_fails_requests_and_health() -> None:
         clock = FakeClock()
         app = build_app(SimConfig(profile="ci", max_num_seqs=1, crash_waiting=2), clock)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sim") as client:
-            assert (await client.get("/health")).status_code == 200
+            health = asyncio.create_task(client.get("/health"))
+            await settle()
+            await clock.advance(0.003)
+            assert (await health).status_code == 200
             sends = [asyncio.create_task(client.post("/v1/chat/completions", json=chat(page_png(i))))
                      for i in range(4)]
-            responses = await asyncio.gather(*sends)
+            while not all(s.done() for s in sends):
+                await clock.advance(0.002)
+            responses = [s.result() for s in sends]
             assert [r.status_code for r in responses] == [500] * 4
             assert responses[0].json()["type"] == "EngineDeadError"
-            assert (await client.get("/health")).status_code == 503
+            assert (await client.get("/health")).status_code == 503  # answered at once
             late = await client.post("/v1/chat/completions", json=chat(page_png(9)))
             assert late.status_code == 500
-            metrics = (await client.get("/metrics")).text
-            assert metric(metrics, "vllm:num_requests_waiting") == 3  # frozen at death
+            frozen = (await client.get("/metrics")).text  # a dead server answers at once
+            await clock.advance(1.0)
+            assert (await client.get("/metrics")).text == frozen  # nothing moves any more
+            assert metric(frozen, "pagegate_sim:host_memory_mb") == 4 * 24.0
 
     asyncio.run(scenario())
 
@@ -300,3 +327,24 @@ def test_sim_config_overrides_and_switches() -> None:
         SimConfig(time_scale=0)
     with pytest.raises(ValueError, match="unknown simulator profile"):
         SimConfig(profile="a100").server_profile()
+    dp = SimConfig(profile="h100", data_parallel_size=4, api_server_count=2).server_profile()
+    assert dp.data_parallel_size == 4
+    assert dp.frontend is not None and dp.frontend.api_server_count == 2
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        SimConfig(max_new_tokens=0)
+
+
+def test_the_server_caps_replies_at_max_new_tokens() -> None:
+    async def scenario() -> None:
+        clock = FakeClock()
+        app = build_app(SimConfig(profile="ci", max_new_tokens=64), clock)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sim") as client:
+            pending = asyncio.create_task(client.post("/v1/chat/completions", json=chat(page_png(3))))
+            while not pending.done():
+                await clock.advance(0.01)
+            body = (await pending).json()
+            assert body["usage"]["completion_tokens"] == 64
+            assert body["choices"][0]["finish_reason"] == "length"
+            await app.state.engine.stop()
+
+    asyncio.run(scenario())

@@ -434,3 +434,43 @@ def test_resident_pages_match_the_documented_kv_room() -> None:
     assert 390 <= resident["h100"] <= 410
     assert resident["rtx4090"] < resident["l40s"] < resident["h100"]
     assert resident["ci"] > CI.max_num_seqs  # slots, not KV, bind on the ci profile
+
+
+# --- what the gauges show: the end of the last step ---------------------------------------
+
+
+def test_gauges_lag_the_scheduler_by_one_step() -> None:
+    # 5 requests of 2 tokens on 4 slots, 1 s steps. The first one's arrival starts step 1
+    # [0, 1] with it alone; the other 4 arrived during it, so step 2 admits 3 of them (r0
+    # is still decoding) and step 3 the last, in r0's slot. The gauges are published at
+    # each step's end, before the next step admits: through step 3 they read 3 running and
+    # 1 waiting while the engine runs 4 and nothing waits.
+    model = ServerModel(tiny(num_gpu_blocks=64, max_model_len=64), start=0.0)
+    for i in range(5):
+        model.submit(f"r{i}", prompt_tokens=4, output_tokens=2, max_tokens=2, now=0.0)
+    rows = []
+    for t in (0.5, 1.5, 2.5, 3.5):
+        model.advance(t)
+        s = model.snapshot()
+        rows.append((t, s.running, s.waiting, s.reported_running, s.reported_waiting))
+    assert rows == [(0.5, 1, 4, 0, 0), (1.5, 4, 1, 1, 0), (2.5, 4, 0, 3, 1), (3.5, 1, 0, 1, 0)]
+
+
+def test_a_request_arriving_during_a_step_is_not_in_that_step_s_gauges() -> None:
+    model = ServerModel(tiny(num_gpu_blocks=64, max_model_len=64, max_num_seqs=1), start=0.0)
+    model.submit("a", prompt_tokens=4, output_tokens=10, max_tokens=10, now=0.0)
+    model.submit("b", prompt_tokens=4, output_tokens=10, max_tokens=10, now=0.5)  # mid step 1
+    model.advance(1.5)
+    assert (model.snapshot().waiting, model.snapshot().reported_waiting) == (1, 0)
+    model.advance(2.5)
+    assert model.snapshot().reported_waiting == 1
+
+
+def test_kill_stops_the_engine_with_its_reason() -> None:
+    model = ServerModel(tiny(), start=0.0)
+    model.submit("a", prompt_tokens=4, output_tokens=3, max_tokens=3, now=0.0)
+    model.kill("host memory", 0.5)
+    assert model.crashed and model.crash_reason == "host memory"
+    assert model.next_event_at() is None and model.advance(10.0) == []
+    model.kill("again", 1.0)
+    assert model.crash_reason == "host memory"

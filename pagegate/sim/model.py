@@ -25,6 +25,12 @@ What one engine step does (vLLM V1 `Scheduler.schedule`, vllm/v1/core/sched/sche
    first (or, after a preemption, next) token. A request stops at
    min(output_tokens, max_tokens) tokens: "stop" or "length".
 
+Gauges lag the scheduler by one step, as vLLM's do: vLLM publishes running, waiting and KV
+usage from `Scheduler.make_stats()` at the end of each step (`update_from_output`,
+vllm/v1/core/sched/scheduler.py), after that step's finished requests left and before the
+next `schedule()` admits their successors; requests that arrived during the step are not
+in the scheduler yet. `snapshot()` gives both: the exact state and the `reported_*` values.
+
 KV accounting: a request holds ceil(kv_tokens / block_size) blocks, where kv_tokens are
 the tokens whose KV the current step computes: prompt + generated for a decoding request
 (the step writes the KV of its last sampled token), all of prompt + generated for a
@@ -35,6 +41,11 @@ server dies when in-flight host memory passes `host_mem_limit_mb` or the waiting
 passes `crash_waiting` (plausible mechanisms: vllm-project/vllm #23444, #44688, #58266,
 #35191; see docs/simulator.md, "Death"). A dead model keeps its last state, finishes
 nothing and accepts nothing.
+
+Why one long module: `ServerModel` is one state machine whose invariants (blocks held =
+blocks used, running <= slots, the heaps' epochs) span admission, preemption, finishing and
+the crash checks; split across files, no single place would show why the books balance.
+The records it hands out live in records.py.
 
 Speed: decoding is tracked with one step counter instead of a per-request loop: a
 decoding request's generated count is g0 + (steps done - step it started decoding), and
@@ -48,75 +59,28 @@ import enum
 import heapq
 import math
 from collections import Counter, OrderedDict
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pagegate.sim.profiles import ServerProfile
+from pagegate.sim.records import (
+    FINISH_REASONS,
+    EngineDeadError,
+    Finished,
+    MetricsSnapshot,
+    QueueFullError,
+    RequestTooLongError,
+)
 
-FINISH_REASONS = ("stop", "length", "abort")
-
-
-class EngineDeadError(RuntimeError):
-    """The simulated server has crashed; it accepts and finishes nothing any more."""
-
-
-class QueueFullError(RuntimeError):
-    """The waiting queue is at `max_num_queued_reqs` (vLLM answers 503)."""
-
-
-class RequestTooLongError(ValueError):
-    """max_tokens over max_model_len, or a prompt filling it (vLLM answers 400)."""
+__all__ = [
+    "FINISH_REASONS", "EngineDeadError", "Finished", "MetricsSnapshot", "QueueFullError",
+    "RequestTooLongError", "ServerModel",
+]
 
 
 class _State(enum.Enum):
     WAITING = "waiting"
     PREFILL = "prefill"
     DECODE = "decode"
-
-
-@dataclass(frozen=True)
-class Finished:
-    """One request the server completed, with the times a client would observe."""
-
-    req_id: str
-    arrived_at: float
-    first_token_at: float
-    finished_at: float
-    prompt_tokens: int
-    completion_tokens: int
-    finish_reason: str
-    preemptions: int
-
-    @property
-    def latency(self) -> float:
-        return self.finished_at - self.arrived_at
-
-
-@dataclass(frozen=True)
-class MetricsSnapshot:
-    """What the server's /metrics would say at `at`, plus its configuration."""
-
-    at: float
-    running: int
-    waiting: int
-    kv_blocks_used: int
-    kv_usage: float
-    preemptions_total: int
-    prompt_tokens_total: int
-    generation_tokens_total: int
-    recomputed_tokens_total: int
-    request_success_total: Mapping[str, int]
-    steps_total: int
-    host_mem_mb: float
-    crashed: bool
-    crash_reason: str | None
-    peak_waiting: int          # high-water marks since start: what a sampler could miss
-    peak_kv_usage: float
-    num_gpu_blocks: int
-    block_size: int
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    max_model_len: int
 
 
 @dataclass
@@ -187,6 +151,13 @@ class ServerModel:
         self._totals = _Totals()
         self._crash_reason: str | None = None
         self._known: set[str] = set()
+        self._reported = (0, 0, 0)
+        """(running, waiting, KV blocks) as the gauges show them: the end of the last step."""
+        self._arrived_in_step = 0
+        """Submissions since the step in progress was planned (not in its scheduler yet)."""
+        self.slowdown = 1.0
+        """Steps planned from now on last this many times longer (a CPU shared with the API
+        server, set by node.py; 1 for a GPU engine)."""
 
     # --- inputs -------------------------------------------------------------------
 
@@ -226,6 +197,7 @@ class ServerModel:
         if limit is not None and len(self._waiting) >= limit:
             raise QueueFullError(f"waiting queue is full ({limit} requests)")
         self._known.add(req_id)
+        self._arrived_in_step += 1
         reason = "stop" if output_tokens <= max_tokens else "length"
         self._waiting[req_id] = _Request(
             req_id=req_id,
@@ -261,6 +233,13 @@ class ServerModel:
         self._run_until(now)
         done, self._outbox = self._outbox, []
         return done
+
+    def kill(self, reason: str, now: float) -> None:
+        """The server dies of something outside the engine (the node's host memory)."""
+        self._run_until(now)
+        if self._crash_reason is None:
+            self._crash_reason = reason
+            self._step = None
 
     # --- observation --------------------------------------------------------------
 
@@ -318,6 +297,9 @@ class ServerModel:
             max_num_seqs=p.max_num_seqs,
             max_num_batched_tokens=p.max_num_batched_tokens,
             max_model_len=p.max_model_len,
+            reported_running=self._reported[0],
+            reported_waiting=self._reported[1],
+            reported_kv_usage=self._reported[2] / p.num_gpu_blocks,
         )
 
     def check_invariants(self) -> None:
@@ -354,6 +336,7 @@ class ServerModel:
 
     def _plan_step(self, at: float) -> None:
         """Decide the next step at `at` (vLLM `schedule()`); leaves the engine idle if no work."""
+        self._arrived_in_step = 0
         preempted = self._schedule_running()
         chunks = self._schedule_prefills()
         if not preempted:
@@ -367,7 +350,7 @@ class ServerModel:
             return
         p = self.profile
         prefill_tokens = sum(n for _, _, n in chunks)
-        duration = (
+        duration = self.slowdown * (
             p.step_base_s
             + p.step_per_seq_s * self._decoding
             + prefill_tokens / p.prefill_tokens_per_s
@@ -456,6 +439,12 @@ class ServerModel:
             req.prefill_done += n
             if req.prefill_done == req.prefill_total:
                 self._prefill_complete(req, t)
+        # make_stats() at the end of the step: before the next schedule() admits.
+        self._reported = (
+            len(self._running),
+            max(0, len(self._waiting) - self._arrived_in_step),
+            self._used_blocks,
+        )
         self._plan_step(t)
 
     def _prefill_complete(self, req: _Request, t: float) -> None:

