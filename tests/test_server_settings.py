@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from pagegate.server.launcher import describe_cap, kv_capacity_tokens
 from pagegate.server.managed import managed_server_config
-from pagegate.server.settings import VllmSettings, parse_gpus, vllm_argv, vllm_env
+from pagegate.server.settings import VllmSettings, parse_gpus, queue_cap, vllm_argv, vllm_env
 from pagegate.server.target import run_target_params
 from pagegate.server.watchdog import WatchLimits
 
 BASE = ["--host", "127.0.0.1", "--port", "8000", "--served-model-name", "olmocr",
-        "--limit-mm-per-prompt", '{"video": 0}']
+        "--limit-mm-per-prompt", '{"video": 0}', "--max-num-queued-reqs", "512"]
 
 
 @pytest.mark.parametrize(
@@ -20,8 +21,9 @@ BASE = ["--host", "127.0.0.1", "--port", "8000", "--served-model-name", "olmocr"
          ["vllm", "serve", "allenai/olmOCR-2-7B-1025-FP8", *BASE]),
         (VllmSettings("m", command="python -m pagegate.sim", limit_mm_per_prompt=None),
          ["python", "-m", "pagegate.sim", "--host", "127.0.0.1", "--port", "8000",
-          "--served-model-name", "olmocr"]),
-        (VllmSettings("m", command="python -m pagegate.sim", limit_mm_per_prompt=""),
+          "--served-model-name", "olmocr", "--max-num-queued-reqs", "512"]),
+        (VllmSettings("m", command="python -m pagegate.sim", limit_mm_per_prompt="",
+                      max_num_queued_reqs=0),
          ["python", "-m", "pagegate.sim", "--host", "127.0.0.1", "--port", "8000",
           "--served-model-name", "olmocr"]),
         (VllmSettings("m", command="/opt/venv/bin/vllm serve {model} --trust-remote-code"),
@@ -33,15 +35,68 @@ BASE = ["--host", "127.0.0.1", "--port", "8000", "--served-model-name", "olmocr"
          ["vllm", "serve", "m", "--host", "0.0.0.0", "--port", "30024",
           "--served-model-name", "ocr", "--gpu-memory-utilization", "0.85",
           "--max-model-len", "16384", "--tensor-parallel-size", "2",
-          "--data-parallel-size", "4", "--max-num-seqs", "256",
+          "--data-parallel-size", "4", "--max-num-seqs", "256", "--max-num-queued-reqs", "2048",
           "--max-num-batched-tokens", "8192", "--enforce-eager"]),
         (VllmSettings("my model", command="'my vllm' serve {model}"),
          ["my vllm", "serve", "my model", *BASE]),
     ],
-    ids=["olmocr-defaults", "simulator-no-model", "empty-mm-limit-dropped", "model-mid-command", "every-setting", "quoting"],
+    ids=["olmocr-defaults", "simulator-no-model", "empty-mm-limit-and-no-cap", "model-mid-command", "every-setting", "quoting"],
 )
 def test_argv(settings: VllmSettings, expected: list[str]) -> None:
     assert vllm_argv(settings) == expected
+
+
+@pytest.mark.parametrize(
+    ("settings", "cap", "why"),
+    [
+        (VllmSettings("m"), 512, "2 x max_num_seqs 256 (vLLM's default below 70 GiB)"),
+        (VllmSettings("m", max_num_seqs=4), 8, "2 x max_num_seqs 4"),
+        (VllmSettings("m", max_num_seqs=64, data_parallel_size=8), 1024,
+         "2 x max_num_seqs 64 x 8 engines"),
+        (VllmSettings("m", max_num_queued_reqs=100), 100, "as set"),
+        (VllmSettings("m", max_num_queued_reqs=0), None, "off (max_num_queued_reqs 0)"),
+        (VllmSettings("m", extra_args=("--max-num-queued-reqs", "9")), None,
+         "--max-num-queued-reqs is in the extra arguments"),
+        (VllmSettings("m", extra_args=("--max-num-queued-reqs=9",)), None,
+         "--max-num-queued-reqs is in the extra arguments"),
+    ],
+    ids=["vllm-defaults", "slots", "data-parallel", "set", "off", "extra-arg", "extra-arg-equals"],
+)
+def test_queue_cap_rule(settings: VllmSettings, cap: int | None, why: str) -> None:
+    assert queue_cap(settings) == (cap, why)
+
+
+VLLM_CPU_CACHE_INFO = (
+    'vllm:cache_config_info{block_size="128",engine="0",kv_cache_max_concurrency="1.125",'
+    'kv_cache_size_tokens="9216",num_gpu_blocks="72"} 1.0\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [(VLLM_CPU_CACHE_INFO, 9216),
+     ('vllm:cache_config_info{block_size="16",num_gpu_blocks="2048",engine="0"} 1.0\n', 32768),
+     ('vllm:cache_config_info{block_size="16",kv_cache_size_tokens="None"} 1.0\n', None),
+     ("vllm:num_requests_waiting 0\n", None), ("not metrics {{{", None)],
+    ids=["vllm-cpu", "blocks-only", "unknown", "absent", "garbage"],
+)
+def test_kv_capacity_from_cache_config_info(text: str, tokens: int | None) -> None:
+    assert kv_capacity_tokens(text) == tokens
+
+
+@pytest.mark.parametrize(
+    ("cap", "kv_tokens", "engines", "start", "warn"),
+    [(8, 9216, 1, "the KV cache holds ~3 pages of 2500 tokens; queue cap 8 leaves 5", False),
+     (512, 1_000_000, 1, "the KV cache holds ~400 pages of 2500 tokens; queue cap 512", False),
+     (512, 1_000_000, 8, "the KV cache holds ~3200 pages of 2500 tokens, more than the queue cap",
+      True),
+     (None, 9216, 1, "the KV cache holds ~3 pages of 2500 tokens; no queue cap", False),
+     (8, None, 1, "the server does not report its KV cache size", False)],
+)
+def test_the_log_puts_the_cap_next_to_the_kv_room(cap: int | None, kv_tokens: int | None,
+                                                  engines: int, start: str, warn: bool) -> None:
+    line, warning = describe_cap(cap, kv_tokens, engines)
+    assert line.startswith(start) and warning is warn
 
 
 @pytest.mark.parametrize(
@@ -58,7 +113,7 @@ def test_base_url_is_reachable_from_this_host(host: str, base_url: str) -> None:
     [{"model": ""}, {"command": "  "}, {"port": 0}, {"port": 70000},
      {"gpu_memory_utilization": 0.0}, {"gpu_memory_utilization": 1.5},
      {"max_model_len": 0}, {"tensor_parallel_size": 0}, {"data_parallel_size": 0},
-     {"max_num_seqs": 0}],
+     {"max_num_seqs": 0}, {"max_num_queued_reqs": -1}],
 )
 def test_invalid_settings_are_refused(bad: dict[str, object]) -> None:
     values: dict[str, object] = {"model": "m", **bad}

@@ -1,5 +1,10 @@
 """`vllm serve` as a managed child process: start, wait until ready, warm up, stop.
 
+The launch sets vLLM's queue cap (`queue_cap` in settings.py) and logs what it chose;
+once the server is up, the launcher reads the server's own numbers from /metrics
+(`vllm:cache_config_info`: KV cache size in tokens) and logs how many pages the cache
+holds next to the cap, warning when the cap would keep the engines below their KV room.
+
 Readiness is checked the way olmOCR does it (GET /v1/models until the model is listed,
 `vllm_server_ready` in allenai/olmocr `olmocr/pipeline.py`) plus vLLM's /health (200 once
 the engine is up, 503 when it died; vllm-project/vllm PR #24897). Then one tiny page goes
@@ -28,10 +33,11 @@ from typing import Any
 
 import httpx
 from PIL import Image
+from prometheus_client.parser import text_string_to_metric_families
 
 from pagegate.clock import Clock, MonotonicClock
 from pagegate.errors import ServerLaunchError
-from pagegate.server.settings import VllmSettings, vllm_argv, vllm_env
+from pagegate.server.settings import VllmSettings, queue_cap, vllm_argv, vllm_env
 from pagegate.vlm.chat import build_chat_request
 from pagegate.vlm.profiles import get_profile
 
@@ -40,6 +46,43 @@ log = logging.getLogger("pagegate.server")
 
 LINE_LIMIT = 1 << 20  # longer output lines are logged in pieces, never left in the pipe
 WARMUP_MAX_TOKENS = 16  # enough to run the whole pipeline once, short enough to be quick
+TOKENS_PER_PAGE = 2_500
+"""KV an olmOCR page holds when it finishes: ~1,800 prompt + ~700 output tokens
+(docs/simulator.md, "Profiles")."""
+CACHE_CONFIG = "vllm:cache_config_info"
+
+
+def kv_capacity_tokens(metrics_text: str) -> int | None:
+    """KV tokens per engine from `vllm:cache_config_info` (its `kv_cache_size_tokens`, else
+    `num_gpu_blocks x block_size`); None when the page does not say."""
+    try:
+        for family in text_string_to_metric_families(metrics_text):
+            for sample in family.samples:
+                if sample.name != CACHE_CONFIG:
+                    continue
+                labels = sample.labels
+                if labels.get("kv_cache_size_tokens", "None").isdigit():
+                    return int(labels["kv_cache_size_tokens"])
+                blocks, size = labels.get("num_gpu_blocks", ""), labels.get("block_size", "")
+                if blocks.isdigit() and size.isdigit():
+                    return int(blocks) * int(size)
+    except ValueError:
+        return None
+    return None
+
+
+def describe_cap(cap: int | None, kv_tokens: int | None, engines: int) -> tuple[str, bool]:
+    """The log line about the cap next to the KV room, and whether it is a warning."""
+    if kv_tokens is None:
+        return "the server does not report its KV cache size (vllm:cache_config_info)", False
+    pages = kv_tokens * engines // TOKENS_PER_PAGE
+    room = f"the KV cache holds ~{pages} pages of {TOKENS_PER_PAGE} tokens"
+    if cap is None:
+        return f"{room}; no queue cap", False
+    if cap < pages:
+        return (f"{room}, more than the queue cap {cap}: the cap keeps the engines below "
+                "their KV room; set max_num_queued_reqs (or --max-num-seqs) higher"), True
+    return f"{room}; queue cap {cap} leaves {cap - pages} requests of queue", False
 
 
 def warmup_png(side: int = 64) -> bytes:
@@ -105,6 +148,8 @@ class VllmLauncher:
             raise RuntimeError("the server is already running")
         argv = vllm_argv(self.settings)
         gpus = f" on GPU {self.settings.gpus}" if self.settings.gpus is not None else ""
+        cap, why = queue_cap(self.settings)
+        log.info("queue cap: %s (%s)", f"--max-num-queued-reqs {cap}" if cap else "none", why)
         log.info("starting server%s: %s", gpus, " ".join(argv))
         self._tail.clear()
         try:
@@ -129,6 +174,7 @@ class VllmLauncher:
             await self.stop()
             raise
         log.info("server ready on %s (pid %s)", self.settings.base_url, self.pid)
+        await self._log_kv_room(cap)
 
     async def restart(self) -> None:
         await self.stop()
@@ -226,6 +272,18 @@ class VllmLauncher:
         except httpx.TransportError:
             return False
         return models.status_code == 200 and name in models_listed(models.json())
+
+    async def _log_kv_room(self, cap: int | None) -> None:
+        """The server's KV room in pages next to the cap (information; never fails a start)."""
+        try:
+            text = (await self._http.get(f"{self.settings.root_url}/metrics",
+                                         timeout=self._probe_timeout)).text
+        except httpx.HTTPError as exc:
+            log.info("could not read the server's KV cache size: %r", exc)
+            return
+        line, warn = describe_cap(cap, kv_capacity_tokens(text),
+                                  self.settings.data_parallel_size or 1)
+        (log.warning if warn else log.info)("%s", line)
 
     async def _warm_up(self) -> None:
         body = build_chat_request(

@@ -6,6 +6,12 @@ sets the tensor/data parallel sizes, `--limit-mm-per-prompt '{"video": 0}'`, and
 unknown argument verbatim. A flag whose setting is None is left out, so vLLM's own
 default applies (and a stand-in such as the simulator is not handed flags it lacks); an
 empty `limit_mm_per_prompt` is left out too, so the command line can drop it.
+
+The one flag pagegate adds on its own is vLLM's server-side safety net,
+`--max-num-queued-reqs` (PR #49445, in vLLM 0.32): past that many requests in the engines
+(waiting + running, all data-parallel engines) vLLM answers 503, which pagegate's page
+client treats as a capacity error (back off, retry, no page attempt spent), instead of
+growing a queue that can take the server down. `queue_cap` says what it is and why.
 """
 
 from __future__ import annotations
@@ -16,6 +22,14 @@ from dataclasses import dataclass
 
 DEFAULT_COMMAND = "vllm serve {model}"
 MODEL_PLACEHOLDER = "{model}"
+VLLM_DEFAULT_MAX_NUM_SEQS = 256
+"""vLLM's --max-num-seqs when none is given, on GPUs below 70 GiB (1,024 at or above:
+`get_batch_defaults`, vllm/engine/arg_utils.py). The launcher cannot see the GPU, so it
+assumes the smaller; on an H100 the KV cache holds fewer pages than 2 x 256 anyway."""
+QUEUE_CAP_SLOTS = 2
+"""The default cap in running slots: a full batch waiting behind the running one, so the
+engine refills every slot the moment one frees, while a deep queue (olmOCR's 1,600 in
+flight) is refused instead of parked."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +51,8 @@ class VllmSettings:
     data_parallel_size: int | None = None
     max_num_seqs: int | None = None
     limit_mm_per_prompt: str | None = '{"video": 0}'
+    max_num_queued_reqs: int | None = None
+    """vLLM's --max-num-queued-reqs: None chooses it (`queue_cap`), 0 leaves it off."""
     extra_args: tuple[str, ...] = ()
     gpus: str | None = None  # CUDA_VISIBLE_DEVICES of the server ("1", "2,3"); None: inherited
 
@@ -53,6 +69,8 @@ class VllmSettings:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1")
+        if self.max_num_queued_reqs is not None and self.max_num_queued_reqs < 0:
+            raise ValueError("max_num_queued_reqs must be >= 0 (0 leaves it off)")
 
     @property
     def root_url(self) -> str:
@@ -89,6 +107,29 @@ def parse_gpus(spec: str | Sequence[str]) -> tuple[str, ...]:
     return gpus
 
 
+def queue_cap(settings: VllmSettings) -> tuple[int | None, str]:
+    """The --max-num-queued-reqs to pass (None: none) and the reason, for the log.
+
+    Unless set, QUEUE_CAP_SLOTS x max_num_seqs x data_parallel_size: vLLM counts the cap
+    over every engine behind the API server, and max_num_seqs is per engine. A cap given
+    in `extra_args` is the user's and wins.
+    """
+    if "--max-num-queued-reqs" in settings.extra_args or any(
+        a.startswith("--max-num-queued-reqs=") for a in settings.extra_args
+    ):
+        return None, "--max-num-queued-reqs is in the extra arguments"
+    if settings.max_num_queued_reqs == 0:
+        return None, "off (max_num_queued_reqs 0)"
+    if settings.max_num_queued_reqs is not None:
+        return settings.max_num_queued_reqs, "as set"
+    seqs = settings.max_num_seqs
+    seqs_note = (f"max_num_seqs {seqs}" if seqs is not None
+                 else f"max_num_seqs {VLLM_DEFAULT_MAX_NUM_SEQS} (vLLM's default below 70 GiB)")
+    dp = settings.data_parallel_size or 1
+    cap = QUEUE_CAP_SLOTS * (seqs or VLLM_DEFAULT_MAX_NUM_SEQS) * dp
+    return cap, f"{QUEUE_CAP_SLOTS} x {seqs_note}" + (f" x {dp} engines" if dp > 1 else "")
+
+
 def vllm_argv(settings: VllmSettings) -> list[str]:
     """The argv of the server process (pure: same settings, same list)."""
     argv = [settings.model if word == MODEL_PLACEHOLDER else word
@@ -102,6 +143,7 @@ def vllm_argv(settings: VllmSettings) -> list[str]:
         ("--data-parallel-size", settings.data_parallel_size),
         ("--max-num-seqs", settings.max_num_seqs),
         ("--limit-mm-per-prompt", settings.limit_mm_per_prompt),
+        ("--max-num-queued-reqs", queue_cap(settings)[0]),
     )
     for flag, value in optional:
         if value is not None and value != "":
