@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shlex
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -44,3 +47,30 @@ def test_cli_refuses_launch_settings_with_an_external_server(tmp_path: Path) -> 
         cwd=REPO, capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 2 and "drop --server" in done.stderr
+
+
+def readme_simulator_command() -> list[str]:
+    """The one `pagegate run ... --vllm-command ...` line README.md prints, as argv."""
+    lines = [line for line in (REPO / "README.md").read_text().splitlines()
+             if line.startswith("pagegate run ") and "--vllm-command" in line]
+    assert len(lines) == 1, lines
+    return shlex.split(lines[0])
+
+
+def test_readme_simulator_command_works_as_printed(tmp_path: Path) -> None:
+    # As printed: `python` and `pagegate` from the PATH (this venv first), ./pdfs here, the
+    # server on the launcher's default port, every launcher flag handed to the simulator.
+    argv = readme_simulator_command()
+    write_corpus(tmp_path / "pdfs", 2, 2)
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", 8000)) == 0:
+            pytest.fail("port 8000, the README's (the launcher's default), is taken")
+    env = cli_env()
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = audit(tmp_path / "ocr-out")
+    assert len(result.sources) == 2 and result.ledger == 0 and result.fallback_pages == 0
+    assert "ignoring vLLM options it does not model: --limit-mm-per-prompt" in done.stderr
+    assert "queue cap: --max-num-queued-reqs 512" in done.stderr
