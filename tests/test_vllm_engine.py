@@ -30,8 +30,8 @@ from tests.helpers import TINY_GATE, audit, metric_total, read_ledger, read_resu
 
 pytestmark = pytest.mark.vllm
 
-# bench.vllm_cpu.TINY_GATE as flow parameters: olmOCR's time constants scaled to pages of
-# a quarter second, a 2 s scrape timeout, 3 s staleness, a start at 8 pages in flight.
+# bench.vllm_cpu.TINY_GATE as flow parameters: GateConfig's defaults with every time
+# constant scaled by one rule to the tiny server's pages per second.
 
 
 def _gauge(text: str, name: str) -> float:

