@@ -1,6 +1,13 @@
 """Admission control: how much page work reaches the vLLM server, and when."""
 
-from pagegate.admission.base import Admission, FixedLimit, Outcome, Permit, outcome_for_exception
+from pagegate.admission.base import (
+    Admission,
+    AdmissionSignals,
+    FixedLimit,
+    Outcome,
+    Permit,
+    outcome_for_exception,
+)
 from pagegate.admission.gate import Gate
 from pagegate.admission.metrics import MetricsPoller
 from pagegate.admission.policy import GateConfig, GateState, GateTuning, Reason, ReleaseDecision
@@ -10,6 +17,7 @@ from pagegate.server.metrics import Reading, metrics_url_for, parse_vllm_metrics
 
 __all__ = [
     "Admission",
+    "AdmissionSignals",
     "FixedLimit",
     "Gate",
     "GateClosedError",
