@@ -19,7 +19,7 @@ from pagegate.admission.policy.reasons import Reason, ReleaseDecision, hold
 from pagegate.admission.policy.state import GateState
 from pagegate.server.metrics import Reading
 
-# ---------------------------------------------------------------------------- readings
+# ------------------------------------------------------- readings (signals, limit, units)
 
 
 def observe(
@@ -106,7 +106,7 @@ def remove_waiter(state: GateState) -> GateState:
     return state if state.queued > 0 else replace(state, units=units.nobody_waits(state.units))
 
 
-# ---------------------------------------------------------------------------- units
+# ------------------------------------ UNIT admission: releases under the four user rules
 
 
 def page_room(state: GateState, config: GateConfig) -> int:
@@ -148,7 +148,7 @@ def apply_release(
     return replace(state, units=units.grant(state.units, decision.pages, now, config))
 
 
-# ---------------------------------------------------------------------------- pages
+# ------------------------------------------ PAGE pacing: C, the cap and the token bucket
 
 
 def pace_rate(state: GateState, config: GateConfig) -> float:
