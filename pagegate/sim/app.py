@@ -87,8 +87,6 @@ def build_app(config: SimConfig, clock: Clock | None = None) -> Starlette:
             return error_response(503, "simulated capacity rejection", "ServiceUnavailableError")
         prompt = prompt_tokens(page.width, page.height, page.text_chars)
         max_tokens = page.max_tokens or max(1, engine.profile.max_model_len - prompt)
-        if config.max_new_tokens is not None and max_tokens <= engine.profile.max_model_len:
-            max_tokens = min(max_tokens, config.max_new_tokens)  # vLLM's get_max_tokens
         req_id = f"chatcmpl-{number:08d}"
         try:
             future = engine.submit(req_id, prompt, output_tokens(config.seed, page.digest),

@@ -71,6 +71,7 @@ class SimConfig:
                 "max_num_batched_tokens": self.max_num_batched_tokens,
                 "max_model_len": self.max_model_len,
                 "data_parallel_size": self.data_parallel_size,
+                "max_new_tokens": self.max_new_tokens,
             }.items()
             if v is not None
         }

