@@ -115,7 +115,7 @@ def workload_output_tokens(pages: int, group_pages: int, seed: int) -> list[int]
     """Each page's output length, in hand-over order, exactly as the simulator prices it."""
     renderer = SyntheticRenderer()
     return [
-        output_tokens(seed, hashlib.sha1(renderer.page_png(g.document.data, i)).hexdigest())
+        output_tokens(seed, hashlib.sha1(renderer.page_png(g.document.source.data or b"", i)).hexdigest())
         for g in synthetic_groups(pages, group_pages)
         for i in range(g.document.page_count)
     ]

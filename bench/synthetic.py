@@ -23,6 +23,7 @@ from PIL import Image
 
 from pagegate.ocr.page import PdfDocument
 from pagegate.pdf.reader import RenderedPage
+from pagegate.pdf.wire import PdfSource
 from pagegate.sim.workload import LETTER_PAGE_PX
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -62,7 +63,8 @@ def synthetic_groups(pages: int, group_pages: int) -> list[SyntheticGroup]:
     for number, first in enumerate(range(0, pages, group_pages)):
         group_id = f"group-{number:04d}"
         count = min(group_pages, pages - first)
-        doc = PdfDocument(uri=f"synthetic://{group_id}.pdf", data=group_id.encode(), page_count=count)
+        uri = f"synthetic://{group_id}.pdf"
+        doc = PdfDocument(uri=uri, source=PdfSource(uri, data=group_id.encode()), page_count=count)
         groups.append(SyntheticGroup(group_id, doc))
     return groups
 
@@ -80,13 +82,12 @@ class SyntheticRenderer:
         """The page's own PNG: its tag is the document's bytes and the page index."""
         return tag_png(self.base_png, f"pagegate-bench {data.decode('latin-1')} p{page_index}")
 
-    async def render(
-        self, data: bytes, page_index: int, *, rotation: int, password: str | None
-    ) -> RenderedPage:
+    async def render(self, source: PdfSource, page_index: int, *, rotation: int) -> RenderedPage:
         self.rendered += 1
-        return RenderedPage(png=self.page_png(data, page_index), width=self.width, height=self.height)
+        png = self.page_png(source.data or b"", page_index)
+        return RenderedPage(png=png, width=self.width, height=self.height)
 
-    async def text(self, data: bytes, page_index: int, *, password: str | None) -> str:
+    async def text(self, source: PdfSource, page_index: int) -> str:
         return ""
 
 

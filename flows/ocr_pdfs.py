@@ -74,6 +74,8 @@ async def ocr_pdfs(
     server_urls: list[str] | None = None,
     capacity_backoff_max_seconds: float = RunConfig.capacity_backoff_max_seconds,
 ) -> State[Any]:
+    render_workers: int | None = RunConfig.render_workers,
+    pdf_memory_budget_mb: int = RunConfig.pdf_memory_budget_mb,
     """OCR PDFs from S3 or disk into Dolma JSONL in WORKSPACE.
 
     Args:
@@ -116,6 +118,10 @@ async def ocr_pdfs(
     params = RunParams(
         workspace=workspace, server_url=server_url, model=model,
         pages_per_group=pages_per_group, workers=workers,
+        render_workers: processes rendering pages, each with its own pdfium; empty: one
+            per core this worker may use.
+        pdf_memory_budget_mb: PDF bytes held in memory at once; PDFs are fetched only as
+            their pages near admission, and larger ones are read from a file.
         max_concurrent_requests=max_concurrent_requests, markdown=markdown,
         target_longest_image_dim=target_longest_image_dim, max_page_retries=max_page_retries,
         gate=gate, gate_enabled=gate_enabled, gate_overrides=gate_overrides,
@@ -130,6 +136,7 @@ async def ocr_pdfs(
     storage = await resolve_result_storage(result_storage)
     planner = plan_pending_task.with_options(result_storage=storage) if storage else plan_pending_task
     plan = await planner(
+        render_workers=render_workers, pdf_memory_budget_mb=pdf_memory_budget_mb,
         list(config.sources),
         config.pages_per_group,
         config.workspace,

@@ -59,6 +59,8 @@ async def reprocess(
     server_urls: list[str] | None = None,
     capacity_backoff_max_seconds: float = RunConfig.capacity_backoff_max_seconds,
 ) -> State[Any]:
+    render_workers: int | None = RunConfig.render_workers,
+    pdf_memory_budget_mb: int = RunConfig.pdf_memory_budget_mb,
     """Retry the failed PDFs of WORKSPACE (its ledger), or exactly the PDFs listed.
 
     Args:
@@ -81,6 +83,7 @@ async def reprocess(
         server_urls=server_urls, capacity_backoff_max_seconds=capacity_backoff_max_seconds,
     )
     logger = get_run_logger()
+        render_workers=render_workers, pdf_memory_budget_mb=pdf_memory_budget_mb,
     if only_reasons:
         check_reasons(only_reasons)
     if pdfs:

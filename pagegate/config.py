@@ -42,7 +42,12 @@ class RunConfig:
     server_unavailable_after_seconds: float = 1800.0
     capacity_backoff_max_seconds: float = 30.0  # longest pause between capacity retries (jittered)
     server_urls: tuple[str, ...] = ()         # several servers (one gate each, a router); else server_url
-    download_concurrency: int = 8             # PDFs fetched at once per group
+    download_concurrency: int = 8             # PDFs being fetched and inspected at once (the run's)
+    render_workers: int | None = None         # render worker processes; None: the cores this process may use
+    pdf_memory_budget_mb: int = 512           # PDF bytes held in memory at once; the rest wait or go to disk
+    spool_pdfs_over_mb: float = 32.0          # larger PDFs are opened from a file, never held in memory
+    render_timeout_seconds: float = 120.0     # one page render or inspection (olmOCR gives pdftoppm 120 s)
+    render_memory_limit_mb: int | None = 1024  # address-space limit of each render worker (RLIMIT_AS)
     skip_committed: bool = True
     redo_flagged: bool = False                # reprocess: a committed PDF with a ledger record is redone
     s3_retry_mode: str = "standard"           # botocore retry mode for S3 (standard or adaptive)
@@ -75,6 +80,12 @@ class RunConfig:
             raise ValueError(f"s3_retry_mode must be one of {', '.join(S3_RETRY_MODES)}")
 
     @property
+        if self.render_workers is not None and self.render_workers < 1:
+            raise ValueError("render_workers must be at least 1")
+        if self.pdf_memory_budget_mb < 1 or self.spool_pdfs_over_mb <= 0:
+            raise ValueError("pdf_memory_budget_mb and spool_pdfs_over_mb must be positive")
+        if self.render_timeout_seconds <= 0 or self.download_concurrency < 1:
+            raise ValueError("render_timeout_seconds and download_concurrency must be positive")
     def servers(self) -> tuple[str, ...]:
         """Every server pages may go to: server_urls when given, else server_url."""
         return self.server_urls or (self.server_url,)

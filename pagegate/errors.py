@@ -9,6 +9,9 @@ The tree separates *what went wrong* so that retries can tell the cases apart:
     │   ├── EncryptedPdfError      needs a password we do not have
     │   ├── EmptyPdfError          parses, but has zero pages
     │   ├── TooManyPagesError      more pages than the configured cap
+    │   ├── RenderFailedError      the render worker crashed, hung or ran out of memory on
+    │   │                          it (a page falls back to its text; a PDF neither
+    │   │                          library could inspect so goes to the ledger)
     │   └── DownloadError          the object could not be fetched (carries the S3 code)
     ├── StorageError               a workspace or source location is unusable
     ├── CapacityError              the server could not take the request now (503/429,
@@ -60,6 +63,12 @@ class EmptyPdfError(InputError):
 
 class TooManyPagesError(InputError):
     reason = "too_many_pages"
+
+
+class RenderFailedError(InputError):
+    """A render worker process died, hung past its timeout, or hit its memory limit."""
+
+    reason = "render_failed"
 
 
 class DownloadError(InputError):

@@ -56,6 +56,8 @@ class RunParams:
 
     def run_config(
         self,
+    render_workers: int | None
+    pdf_memory_budget_mb: int
         sources: Sequence[str],
         *,
         default_server_url: str,
@@ -90,6 +92,8 @@ class RunParams:
             redo_flagged=redo_flagged,
             run_id=run_id,
             managed_server=managed_server,
+            render_workers=self.render_workers,
+            pdf_memory_budget_mb=self.pdf_memory_budget_mb,
         )
 
 

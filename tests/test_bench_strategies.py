@@ -251,7 +251,7 @@ async def test_synthetic_pages_have_a_real_size_and_their_own_digest() -> None:
     groups = synthetic_groups(pages=10, group_pages=4)
     assert [g.document.page_count for g in groups] == [4, 4, 2]
     pngs = [
-        (await renderer.render(g.document.data, i, rotation=0, password=None)).png
+        (await renderer.render(g.document.source, i, rotation=0)).png
         for g in groups
         for i in range(g.document.page_count)
     ]

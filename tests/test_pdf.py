@@ -1,4 +1,5 @@
-"""pagegate.pdf.reader: validation and page counts, rendering size and rotation, fallback text."""
+"""pagegate.pdf.reader and .document: validation and page counts with both libraries,
+rendering size and rotation, fallback text."""
 
 from __future__ import annotations
 
@@ -145,9 +146,20 @@ def test_header_is_found_after_leading_junk_within_1024_bytes() -> None:
     assert inspect_pdf(junk + samples.text_pdf(2)).page_count == 2
 
 
-def test_header_beyond_1024_bytes_is_not_a_pdf() -> None:
-    with pytest.raises(NotAPdfError):
-        inspect_pdf(b"\0" * 1024 + samples.text_pdf(2))
+def test_a_body_whose_header_is_missing_or_past_1024_bytes_opens_with_one_added() -> None:
+    """pdfium opens it once a header line is put in front (it rebuilds the offsets)."""
+    whole = samples.text_pdf(2)
+    for data in (b"\0" * 1024 + whole, b"x" * 5000 + whole, whole[whole.index(b"\n") + 1 :]):
+        info = inspect_pdf(data)
+        assert (info.page_count, info.header_added, info.engine) == (2, True, "pdfium")
+        assert "Sample page 2" in extract_page_text(data, 1)
+
+
+def test_without_a_header_and_without_a_body_it_is_not_a_pdf_and_both_libraries_say_why() -> None:
+    with pytest.raises(NotAPdfError) as caught:
+        inspect_pdf(samples.html_as_pdf())
+    assert "pdfium: Data format error" in str(caught.value)
+    assert "pypdf: PdfStreamError" in str(caught.value)
 
 
 def test_too_many_pages() -> None:
@@ -365,8 +377,8 @@ def test_long_thin_strip_is_capped_by_max_pixels() -> None:
         (samples.encrypted_pdf(), EncryptedPdfError),
         (samples.truncated_pdf(), CorruptPdfError),
         (samples.broken_xref_pdf(), CorruptPdfError),
-        (samples.html_as_pdf(), CorruptPdfError),
-        (samples.empty_file(), CorruptPdfError),
+        (samples.html_as_pdf(), NotAPdfError),
+        (samples.empty_file(), NotAPdfError),
     ],
     ids=["encrypted", "truncated", "broken-xref", "html", "empty"],
 )
@@ -386,7 +398,7 @@ def test_render_with_password() -> None:
 
 def test_page_beyond_the_document_is_corrupt_not_a_crash() -> None:
     data = samples.text_pdf(2)
-    with pytest.raises(CorruptPdfError, match="2 pages"):
+    with pytest.raises(CorruptPdfError, match="has 2 pages"):
         render_page_png(data, 2)
     with pytest.raises(CorruptPdfError):
         extract_page_text(data, 5)

@@ -36,6 +36,7 @@ def params(**changes: object) -> RunParams:
         "result_storage": None, "launch_server": None, "server_urls": None,
         "capacity_backoff_max_seconds": 3.0,
     }
+        "render_workers": 2, "pdf_memory_budget_mb": 64,
     return RunParams(**{**values, **changes})  # type: ignore[arg-type]
 
 
@@ -59,6 +60,7 @@ def test_every_parameter_reaches_the_run_config() -> None:
     assert config.redo_flagged and config.managed_server is managed
     assert config.server_urls == ()
 
+    assert (config.render_workers, config.pdf_memory_budget_mb) == (2, 64)
 
 def test_given_servers_and_overrides_are_kept_and_an_unsaved_block_is_refused() -> None:
     config = params(server_url="http://x/v1", server_urls=["http://x/v1", "http://y/v1"],

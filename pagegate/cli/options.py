@@ -30,6 +30,10 @@ GateOpt = Annotated[str | None, typer.Option(help="Name of a saved AdmissionGate
 NoGateOpt = Annotated[bool, typer.Option("--no-gate", help="Disable the gate; cap requests only.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")]
 
+# Rendering and the memory PDFs take.
+RenderWorkersOpt = Annotated[int | None, typer.Option(help="Render worker processes, each with its own pdfium (default: one per core pagegate may use).")]
+PdfMemoryBudgetOpt = Annotated[int, typer.Option("--pdf-memory-budget", help="MB of PDF bytes held in memory at once; larger PDFs are read from a file.")]
+
 # How bad inputs and outages are handled.
 MaxPagesOpt = Annotated[int | None, typer.Option(help="PDFs with more pages go to the ledger (too_many_pages).")]
 MaxPageErrorRateOpt = Annotated[float, typer.Option(help="Share of fallback pages above which a PDF gets a page_error_rate record.")]

@@ -32,8 +32,10 @@ from pagegate.cli.options import (
     NoGateOpt,
     PagesPerGroupOpt,
     PdfPasswordOpt,
+    PdfMemoryBudgetOpt,
     PdfPasswordSecretOpt,
     RestartBudgetOpt,
+    RenderWorkersOpt,
     RestartRefillOpt,
     ResultStorageOpt,
     S3RetryModeOpt,
@@ -93,6 +95,8 @@ def run_command(
     gpus: GpusOpt = None,
 ) -> None:
     """OCR PDFs into Dolma JSONL as a Prefect flow run; exits 1 if any PDF failed."""
+    render_workers: RenderWorkersOpt = RunConfig.render_workers,
+    pdf_memory_budget_mb: PdfMemoryBudgetOpt = RunConfig.pdf_memory_budget_mb,
     target = run_target(
         server, model, vllm_command, vllm_port, served_model_name, gpu_memory_utilization,
         max_model_len, tensor_parallel_size, data_parallel_size, max_num_seqs,
@@ -125,6 +129,8 @@ def run_command(
         return_state=True,
     ))
     print_summary(summary, workspace, json_out=json_out)
+        render_workers=render_workers,
+        pdf_memory_budget_mb=pdf_memory_budget_mb,
     raise typer.Exit(0 if ok else 1)
 
 
@@ -167,6 +173,8 @@ def reprocess_command(
     """Retry the PDFs in WORKSPACE's failure ledger (or exactly PDF...); exits 1 if any still fail.
 
     Documents kept with flagged fallback pages (page_error_rate) are redone too; a
+    render_workers: RenderWorkersOpt = RunConfig.render_workers,
+    pdf_memory_budget_mb: PdfMemoryBudgetOpt = RunConfig.pdf_memory_budget_mb,
     listed PDF that is already committed cleanly is skipped.
     """
     from pagegate.plan.reprocess import check_reasons
@@ -207,6 +215,8 @@ def reprocess_command(
     print_summary(summary, workspace, json_out=json_out)
     raise typer.Exit(0 if ok else 1)
 
+        render_workers=render_workers,
+        pdf_memory_budget_mb=pdf_memory_budget_mb,
 
 def print_summary(summary: dict[str, Any], workspace: str, *, json_out: bool) -> None:
     """The run's summary (pagegate.report.summary.RunSummary.as_dict) on stdout."""

@@ -1,5 +1,5 @@
-"""Process a group and each of its PDFs end to end: skip if done, fetch, validate, OCR
-its pages, commit.
+"""Process a group and each of its PDFs end to end: skip if done, wait for the intake,
+fetch, validate, OCR its pages, commit.
 
 Every way a PDF can fail ends here as a ledger record and a `failed` outcome; nothing
 propagates, so one bad PDF never stops its group or the run.
@@ -9,24 +9,30 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 
 from pagegate import __version__
-from pagegate.errors import EncryptedPdfError, InputError, ServerUnavailableError
+from pagegate.errors import DownloadError, InputError, ServerUnavailableError
+from pagegate.io.local import errno_code
 from pagegate.io.storage import read_uri
+from pagegate.io.store import S3_SCHEME
+from pagegate.ocr.intake import Entry
 from pagegate.ocr.outcomes import GroupOutcome, PdfOutcome
 from pagegate.ocr.page import PdfDocument
 from pagegate.ocr.run import RunContext
-from pagegate.output.documents import PageResult, build_dolma_document
+from pagegate.output.documents import PageResult, build_dolma_document, document_id
 from pagegate.output.ledger import FailureRecord, record_for_page_error_rate, record_from_error
-from pagegate.pdf.reader import PdfInfo
+from pagegate.pdf.wire import PdfSource
 from pagegate.plan.groups import Group
 
 log = logging.getLogger("pagegate.pdf")
 
 
 async def process_group(ctx: RunContext, group: Group) -> GroupOutcome:
-    """All PDFs of the group at once; the admission gate decides how fast pages go out."""
+    """All PDFs of the group at once: each is fetched when the run's intake lets it
+    (pagegate.ocr.intake), and the admission gate decides how fast pages go out."""
     outcomes = await asyncio.gather(*(process_pdf(ctx, uri, group.id) for uri in group.uris))
     return GroupOutcome(group_id=group.id, pdfs=tuple(outcomes))
 
@@ -41,13 +47,8 @@ async def process_pdf(ctx: RunContext, uri: str, group_id: str) -> PdfOutcome:
     try:
         if ctx.config.skip_committed and await asyncio.to_thread(_is_done, ctx, uri):
             return PdfOutcome(uri=uri, status="skipped")
-        async with ctx.downloads:
-            data = await asyncio.to_thread(read_uri, uri, s3_client=ctx.s3_client)
-        info, password = await _inspect(ctx, data, uri)
-        ctx.stats.pages_total += info.page_count
-        doc = PdfDocument(uri, data, info.page_count, password)
-        pages = await _ocr_all_pages(ctx, doc, group_id)
-        del data, doc
+        async with ctx.intake.enter() as entry:
+            pages = await _fetch_and_ocr(ctx, uri, group_id, entry)
         dolma = build_dolma_document(
             source_uri=uri,
             pages=pages,
@@ -84,25 +85,57 @@ async def process_pdf(ctx: RunContext, uri: str, group_id: str) -> PdfOutcome:
     )
 
 
-async def _inspect(ctx: RunContext, data: bytes, uri: str) -> tuple[PdfInfo, str | None]:
-    """Validate and count pages; (info, the password the PDF needs, if any).
-
-    The run's password is tried only when the PDF does not open without one: pypdf
-    refuses a password for an unencrypted file ("Not an encrypted file"), and pdfium
-    refuses a wrong one for a PDF that has only an owner password (it opens with the
-    empty user password), so either way a password given up front would break PDFs
-    that need none.
-    """
-    max_pages = ctx.config.max_pages_per_pdf
+async def _fetch_and_ocr(
+    ctx: RunContext, uri: str, group_id: str, entry: Entry
+) -> list[PageResult]:
+    """Fetch, inspect (in a render worker) and OCR every page; the PDF's bytes, spooled
+    copy and open documents in the workers are let go before this returns."""
+    source, spooled = await _fetch(ctx, uri, entry)
     try:
-        info = await ctx.renderer.inspect(data, password=None, max_pages=max_pages, source=uri)
-        return info, None
-    except EncryptedPdfError:
-        if not ctx.config.pdf_password:
-            raise
-    password = ctx.config.pdf_password
-    info = await ctx.renderer.inspect(data, password=password, max_pages=max_pages, source=uri)
-    return info, password
+        info = await ctx.renderer.inspect(
+            source, password=ctx.config.pdf_password, max_pages=ctx.config.max_pages_per_pdf
+        )
+        source = replace(source, password=info.password, use_pdfium=info.engine == "pdfium")
+        entry.fetched(info.page_count)
+        if info.header_added:
+            log.info("%s has no %%PDF- header; pdfium opened it with one added", uri)
+        ctx.stats.pages_total += info.page_count
+        doc = PdfDocument(uri, source, info.page_count)
+        return await _ocr_all_pages(ctx, doc, group_id, entry)
+    finally:
+        ctx.renderer.forget(source)
+        if spooled is not None:
+            spooled.unlink(missing_ok=True)
+
+
+async def _fetch(ctx: RunContext, uri: str, entry: Entry) -> tuple[PdfSource, Path | None]:
+    """The PDF as a render worker opens it, and the spooled copy to delete afterwards.
+
+    In memory when it is small and fits the budget; else from a file: a local source is
+    opened where it is, a downloaded one is written to the run's spool folder first.
+    """
+    spool_over = int(ctx.config.spool_pdfs_over_mb * 2**20)
+    if not uri.startswith(S3_SCHEME):
+        path = Path(uri).expanduser().absolute()
+        try:
+            size = (await asyncio.to_thread(path.stat)).st_size
+        except OSError as exc:
+            raise DownloadError(f"cannot read {path}: {exc}", source=str(path),
+                                code=errno_code(exc)) from exc
+        if size > spool_over or not ctx.intake.fits(size):
+            return PdfSource(uri, path=str(path)), None
+    data = await asyncio.to_thread(read_uri, uri, s3_client=ctx.s3_client)
+    if len(data) > spool_over or not ctx.intake.fits(len(data)):
+        spooled = await asyncio.to_thread(_spool, ctx.spool_dir, uri, data)
+        return PdfSource(uri, path=str(spooled)), spooled
+    entry.hold(len(data))
+    return PdfSource(uri, data=data), None
+
+
+def _spool(directory: Path, uri: str, data: bytes) -> Path:
+    path = directory / f"{document_id(uri)}.pdf"
+    path.write_bytes(data)
+    return path
 
 
 def _is_done(ctx: RunContext, uri: str) -> bool:
@@ -130,11 +163,20 @@ def _page_error_flag(
     )
 
 
-async def _ocr_all_pages(ctx: RunContext, doc: PdfDocument, group_id: str) -> list[PageResult]:
+async def _ocr_all_pages(
+    ctx: RunContext, doc: PdfDocument, group_id: str, entry: Entry
+) -> list[PageResult]:
     """All pages concurrently; if the server is gone for good, stop the siblings too."""
+
+    async def page(index: int) -> PageResult:
+        try:
+            return await ctx.pages.run(doc, index, group_id)
+        finally:
+            entry.page_done()
+
     try:
         async with asyncio.TaskGroup() as tg:
-            tasks = [tg.create_task(ctx.pages.run(doc, i, group_id)) for i in range(doc.page_count)]
+            tasks = [tg.create_task(page(i)) for i in range(doc.page_count)]
     except* ServerUnavailableError as group:
         raise group.exceptions[0] from None
     return [t.result() for t in tasks]

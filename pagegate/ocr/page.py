@@ -22,7 +22,7 @@ from pagegate.ocr.backoff import BackoffPolicy
 from pagegate.ocr.client import PageClient
 from pagegate.ocr.stats import RunStats
 from pagegate.output.documents import PageResult
-from pagegate.pdf.renderer import Renderer
+from pagegate.pdf.renderer import PdfSource, Renderer
 from pagegate.vlm.chat import Usage, build_chat_request, parse_chat_response, usage_of
 from pagegate.vlm.profiles import ModelProfile
 from pagegate.vlm.reply import PageReply
@@ -32,12 +32,12 @@ log = logging.getLogger("pagegate.page")
 
 @dataclass(frozen=True)
 class PdfDocument:
-    """A fetched, validated PDF whose pages are ready to be OCRed."""
+    """A fetched, validated PDF whose pages are ready to be OCRed; `source` is what the
+    renderer opens (its bytes or file, and the password it needs)."""
 
     uri: str
-    data: bytes
+    source: PdfSource
     page_count: int
-    password: str | None = None
 
 
 @dataclass(frozen=True)
@@ -172,11 +172,13 @@ class PageOcr:
         async with self.admission.slot(group_id) as permit:
             try:
                 image = await self.renderer.render(
-                    doc.data, page_index, rotation=attempt.rotation, password=doc.password
+                    doc.source, page_index, rotation=attempt.rotation
                 )
             except InputError as exc:
                 permit.finish(Outcome.CANCELLED)
-                raise _RenderFailed(f"page {page_index + 1} cannot be rendered: {exc}") from exc
+                raise _RenderFailed(
+                    f"page {page_index + 1} cannot be rendered ({exc.reason}): {exc}"
+                ) from exc
             body = build_chat_request(
                 self.profile, model=self.model, image_png=image.png, temperature=attempt.temperature
             )
@@ -203,7 +205,7 @@ class PageOcr:
 
     async def _fallback_text(self, doc: PdfDocument, page_index: int) -> str:
         try:
-            return await self.renderer.text(doc.data, page_index, password=doc.password)
+            return await self.renderer.text(doc.source, page_index)
         except InputError as exc:
             log.warning("no fallback text for %s p%d: %s", doc.uri, page_index + 1, exc)
             return ""

@@ -3,15 +3,17 @@
 
 An asyncio primitive belongs to the loop it was created in, so the flow builds one
 `RunContext` in its own loop and every group task it awaits shares it: one HTTP
-client, one pdfium thread, one admission gate, one set of counters.
+client, one render pool (worker processes), one intake, one admission gate, one set of
+counters, one spool folder for downloaded PDFs too large to hold in memory.
 """
 
 from __future__ import annotations
 
-import asyncio
+import tempfile
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field, replace
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,10 +24,11 @@ from pagegate.config import RunConfig
 from pagegate.io.s3 import make_s3_client
 from pagegate.ocr.backoff import BackoffPolicy
 from pagegate.ocr.client import PageClient
+from pagegate.ocr.intake import Intake
 from pagegate.ocr.page import PageOcr
 from pagegate.ocr.stats import RunStats
 from pagegate.output.workspace import Workspace
-from pagegate.pdf.renderer import PageRenderer
+from pagegate.pdf.pool import PoolSettings, RenderPool
 from pagegate.server.managed import open_managed_servers
 from pagegate.vlm.profiles import ModelProfile, get_profile
 
@@ -36,12 +39,30 @@ class RunContext:
     profile: ModelProfile
     workspace: Workspace
     pages: PageOcr
-    renderer: PageRenderer
+    renderer: RenderPool
     admission: Admission
     clock: Clock
     stats: RunStats
     s3_client: Any
-    downloads: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(8))
+    intake: Intake
+    spool_dir: Path
+
+
+def pool_settings(config: RunConfig) -> PoolSettings:
+    """The render pool a run's config asks for."""
+    return PoolSettings(
+        workers=config.render_workers,
+        timeout_seconds=config.render_timeout_seconds,
+        memory_limit_mb=config.render_memory_limit_mb,
+        target_longest_dim=config.target_longest_image_dim,
+    )
+
+
+def pages_ahead(admission: Admission, clock: Clock, config: RunConfig) -> int:
+    """How many unfinished pages the intake keeps: twice what the admission lets in
+    flight now (the configured request cap while it names no limit), at least 64."""
+    limit = admission.signals(clock.now()).limit
+    return max(64, 2 * (limit if limit is not None else config.max_concurrent_requests))
 
 
 @asynccontextmanager
@@ -51,14 +72,27 @@ async def open_run_context(
     *,
     http: httpx.AsyncClient,
     clock: Clock | None = None,
+    renderer: RenderPool | None = None,
 ) -> AsyncIterator[RunContext]:
-    """Build the run's live objects around an admission already running in this loop."""
+    """Build the run's live objects around an admission already running in this loop.
+
+    The render pool is started here and closed on exit, unless the caller passes its own.
+    """
     clock = clock or MonotonicClock()
+    run_clock = clock
     profile = get_profile(config.profile)
-    s3_client = make_s3_client(retry_mode=config.s3_retry_mode)
+    s3_client = make_s3_client(retry_mode=config.s3_retry_mode, credentials=config.s3_credentials)
     workspace = Workspace.open(config.workspace, s3_client=s3_client)
     stats = RunStats(started_at=clock.now())
-    with PageRenderer(target_longest_dim=config.target_longest_image_dim) as renderer:
+    async with AsyncExitStack() as stack:
+        if renderer is None:
+            renderer = await stack.enter_async_context(RenderPool(pool_settings(config)))
+        spool_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="pagegate-spool-")))
+        intake = Intake(
+            budget_bytes=config.pdf_memory_budget_mb * 2**20,
+            max_fetching=config.download_concurrency,
+            pages_ahead=lambda: pages_ahead(admission, run_clock, config),
+        )
         clients = {
             url: PageClient(
                 http, url, api_key=config.api_key, timeout_seconds=config.request_timeout_seconds
@@ -91,7 +125,8 @@ async def open_run_context(
             clock=clock,
             stats=stats,
             s3_client=s3_client,
-            downloads=asyncio.Semaphore(config.download_concurrency),
+            intake=intake,
+            spool_dir=spool_dir,
         )
 
 

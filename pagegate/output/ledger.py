@@ -28,6 +28,7 @@ REASONS: frozenset[str] = frozenset(
         "encrypted",
         "zero_pages",
         "too_many_pages",
+        "render_failed",
         "download_failed",
         "page_error_rate",
         "server_unavailable",

@@ -1,1 +1,1 @@
-"""Reading PDFs: validate and count pages, render a page to PNG, pull its text layer."""
+"""Reading PDFs: inspect with pdfium and pypdf, render pages in worker processes, pull text."""
