@@ -3,12 +3,22 @@
 `python -m bench.memory` runs each scenario in a fresh process (so `ru_maxrss`, the
 process's peak resident set, belongs to that scenario alone) and prints a table:
 
-- baseline:   the run's live objects (HTTP client, renderer thread, workspace), no pages;
+- baseline:   the run's live objects (HTTP client, render pool, workspace), no pages;
 - group:      one group of many PDFs, every PDF of the group started at once;
 - big-pdf:    one PDF of 5,000 pages (every page task created up front);
 - huge-page:  one 200 x 200 inch page, inspected and rendered under the pixel cap;
 - eager:      the counterfactual: N pages rendered up front and held, as a pipeline
-              that renders a whole group before queueing it would hold them.
+              that renders a whole group before queueing it would hold them;
+- run:        a whole run: `--run-pdfs` small PDFs of mixed kinds (90 KB and 1.5 pages
+              on average, like a real-world drop), cut into groups of `--pages-per-group`,
+              `--run-workers` groups at once (as the flow runs them), PDF bytes capped by
+              `--budget-mb`; the table runs it at 20 and 5 workers with the default budget,
+              and at 20 workers with a 16 MB one;
+- scans:      one group of `--scan-pdfs` scan-like PDFs (10 noisy JPEG pages each, ~8 MB).
+
+Peak RSS is the run's own process (`ru_maxrss`); the render workers are processes of
+their own, reported beside it (`worker_peak_mb`, the largest; there are `render_workers`
+of them, default one per core).
 
 Pages go through the production path (`process_group` -> `process_pdf` -> `PageOcr`:
 admission, render, request, parse, commit) against the simulator at a high time scale,
@@ -20,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import json
 import resource
 import subprocess
@@ -30,26 +41,37 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from PIL import Image
+from reportlab.lib.pagesizes import letter
+from reportlab.lib.utils import ImageReader
+from reportlab.pdfgen.canvas import Canvas
 
 from pagegate import samples
 from pagegate.admission.base import FixedLimit
 from pagegate.config import RunConfig
 from pagegate.ocr.job import process_group
+from pagegate.ocr.outcomes import GroupOutcome
 from pagegate.ocr.run import open_run_context
 from pagegate.pdf.reader import inspect_pdf, render_page_png
-from pagegate.plan.groups import Group
+from pagegate.plan.groups import Group, PlannedPdf, iter_groups
 from pagegate.sim.process import SimProcess
 
-SCENARIOS = ("baseline", "group", "big-pdf", "huge-page", "eager")
+SCENARIOS = ("baseline", "group", "big-pdf", "huge-page", "eager", "run", "scans")
+RUNS = (("run", ("--run-workers", "20")), ("run", ("--run-workers", "5")),
+        ("run", ("--run-workers", "20", "--budget-mb", "16")), ("scans", ()))
 
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-async def _ocr(uris: list[str], workspace: Path, server: str, in_flight: int) -> dict[str, Any]:
+async def _ocr(uris: list[str], workspace: Path, server: str, in_flight: int, *,
+               groups: list[Group] | None = None, workers: int = 1,
+               budget_mb: int = RunConfig.pdf_memory_budget_mb) -> dict[str, Any]:
     config = RunConfig(sources=tuple(uris) or ("none",), workspace=str(workspace), server_url=server,
-                       max_concurrent_requests=in_flight, use_gate=False)
+                       max_concurrent_requests=in_flight, use_gate=False,
+                       pdf_memory_budget_mb=budget_mb)
+    groups = groups or [Group("bench", tuple(uris), 0)]
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
     async with (
         httpx.AsyncClient(limits=limits) as http,
@@ -57,13 +79,51 @@ async def _ocr(uris: list[str], workspace: Path, server: str, in_flight: int) ->
     ):
         if not uris:
             return {"pages": 0}
+        running = asyncio.Semaphore(workers)  # groups at once, as flows/ocr_pdfs.py runs them
+
+        async def one(group: Group) -> GroupOutcome:
+            async with running:
+                return await process_group(ctx, group)
+
         started = time.monotonic()
-        outcome = await process_group(ctx, Group("bench", tuple(uris), 0))
+        outcomes = await asyncio.gather(*(one(g) for g in groups))
         elapsed = time.monotonic() - started
-    failed = [p.reason for p in outcome.pdfs if p.status != "ok"]
-    pages = sum(p.pages for p in outcome.pdfs)
-    return {"pages": pages, "failed": failed, "seconds": round(elapsed, 1),
+        worker_peak = max(await ctx.renderer.worker_peaks_kb()) / 1024
+        held = ctx.intake.peak_held_bytes / 2**20
+    pdfs = [p for o in outcomes for p in o.pdfs]
+    failed = [p.reason for p in pdfs if p.status != "ok"]
+    pages = sum(p.pages for p in pdfs)
+    return {"pdfs": len(pdfs), "pages": pages, "failed": failed[:5], "groups": len(groups),
+            "workers": workers, "budget_mb": budget_mb, "peak_held_mb": round(held, 1),
+            "worker_peak_mb": round(worker_peak, 1), "seconds": round(elapsed, 1),
             "pages_per_s": round(pages / elapsed, 1) if elapsed else 0.0}
+
+
+def _drop(tmp: Path, count: int) -> list[str]:
+    """`count` small PDFs cycling through 30 distinct ones (text, figures, scans)."""
+    kinds = [samples.text_pdf(1 + i % 3, title=f"T{i}", seed=i) for i in range(10)]
+    kinds += [samples.image_pdf(1 + i % 2, seed=i) for i in range(10)]
+    kinds += [samples.scanned_pdf(1, seed=i) for i in range(10)]
+    uris = []
+    for n in range(count):
+        path = tmp / f"r{n:05d}.pdf"
+        path.write_bytes(kinds[n % len(kinds)])
+        uris.append(str(path))
+    return uris
+
+
+def _scan_pdf(pages: int) -> bytes:
+    """Scanner output: each page a noisy 8.5 x 11 in greyscale JPEG at 300 dpi (~0.8 MB)."""
+    out = io.BytesIO()
+    canvas = Canvas(out, pagesize=letter, invariant=1)
+    for number in range(pages):
+        page = Image.effect_noise((2550, 3300), 60 + number).convert("L")
+        jpeg = io.BytesIO()
+        page.save(jpeg, "JPEG", quality=90)
+        canvas.drawImage(ImageReader(io.BytesIO(jpeg.getvalue())), 0, 0, *letter)
+        canvas.showPage()
+    canvas.save()
+    return out.getvalue()
 
 
 def run_scenario(name: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
@@ -87,10 +147,24 @@ def run_scenario(name: str, args: argparse.Namespace, tmp: Path) -> dict[str, An
         data = samples.text_pdf(args.eager_pages, title="Eager")
         held = [render_page_png(data, i).png for i in range(args.eager_pages)]
         return {"pages": len(held), "held_mb": round(sum(map(len, held)) / 2**20, 1)}
+    elif name == "run":
+        uris = _drop(tmp, args.run_pdfs)
+        planned = [PlannedPdf(u, inspect_pdf(Path(u)).page_count) for u in uris]
+        groups = list(iter_groups(planned, args.pages_per_group))
+        with SimProcess(profile="ci", extra_args=("--time-scale", str(args.time_scale))) as sim:
+            return asyncio.run(_ocr(uris, tmp / "ws", sim.base_url, args.in_flight, groups=groups,
+                                    workers=args.run_workers, budget_mb=args.budget_mb))
+    elif name == "scans":
+        scan = _scan_pdf(10)
+        for i in range(args.scan_pdfs):
+            path = tmp / f"scan{i:03d}.pdf"
+            path.write_bytes(scan)
+            uris.append(str(path))
     if name == "baseline":
         return asyncio.run(_ocr([], tmp / "ws", "http://127.0.0.1:9/v1", args.in_flight))
     with SimProcess(profile="ci", extra_args=("--time-scale", str(args.time_scale))) as sim:
-        return asyncio.run(_ocr(uris, tmp / "ws", sim.base_url, args.in_flight))
+        return asyncio.run(_ocr(uris, tmp / "ws", sim.base_url, args.in_flight,
+                                budget_mb=args.budget_mb))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -102,6 +176,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--eager-pages", type=int, default=200)
     p.add_argument("--in-flight", type=int, default=32, help="pages in flight (fixed cap)")
     p.add_argument("--time-scale", type=float, default=50.0, help="simulator speed-up")
+    p.add_argument("--run-pdfs", type=int, default=3000)
+    p.add_argument("--run-workers", type=int, default=20, help="groups at once (--workers)")
+    p.add_argument("--pages-per-group", type=int, default=100)
+    p.add_argument("--budget-mb", type=int, default=RunConfig.pdf_memory_budget_mb)
+    p.add_argument("--scan-pdfs", type=int, default=40)
+    p.add_argument("--only", choices=SCENARIOS, nargs="+", help="run just these scenarios")
     return p
 
 
@@ -114,10 +194,14 @@ def main(argv: list[str] | None = None) -> int:
                           **figures}))
         return 0
     passthrough = list(argv if argv is not None else sys.argv[1:])
+    if "--only" in passthrough:
+        passthrough = passthrough[: passthrough.index("--only")]
+    runs = [(n, ()) for n in SCENARIOS if n not in ("run", "scans")] + list(RUNS)
+    runs = [(n, extra) for n, extra in runs if not args.only or n in args.only]
     print(f"{'scenario':<10} {'peak RSS MB':>11}  details")
-    for name in SCENARIOS:
-        proc = subprocess.run([sys.executable, "-m", "bench.memory", "--scenario", name, *passthrough],
-                              capture_output=True, text=True)
+    for name, extra in runs:
+        proc = subprocess.run([sys.executable, "-m", "bench.memory", "--scenario", name,
+                               *passthrough, *extra], capture_output=True, text=True)
         if proc.returncode != 0:
             print(f"{name:<10} {'failed':>11}  {proc.stderr.strip()[-300:]}")
             continue
