@@ -3,7 +3,7 @@
 A PDF is rejected only when neither library can open it, and the error then names what
 each one said, so the ledger tells a damaged file from an unsupported one. The verdicts:
 
-* **pdfium opens it**: a document; its pages are rendered by pdfium. This includes files
+* **pdfium opens it** (and loads its first page): a document; its pages are rendered by pdfium. This includes files
   pypdf refuses (a missing `startxref`, cyclic page references, a stream cut short):
   pdfium rebuilds a damaged cross-reference table by scanning the file.
 * **pdfium cannot, pypdf can**: a document whose pages cannot be rendered, only their text
@@ -167,11 +167,11 @@ def open_pdf(
             password_needed = _is_password_error(exc)
         else:
             pages = len(doc)
-            if pages > 0:
+            pdfium_error = _first_page_error(doc) if pages > 0 else "no pages"
+            if pdfium_error is None:
                 info = PdfInfo(page_count=pages, password=used, header_added=added)
                 return OpenPdf(data, pdfium_doc=doc, pdfium_error=None, reader=None, info=info)
             doc.close()
-            pdfium_error = "no pages"
     try:
         reader = _open_reader(data, password)
         page_count = len(reader.pages)
@@ -209,6 +209,20 @@ def open_pdf(
     info = PdfInfo(page_count=page_count, engine="pypdf",
                    password=password if password and reader.is_encrypted else None)
     return OpenPdf(data, pdfium_doc=None, pdfium_error=pdfium_error, reader=reader, info=info)
+
+
+def _first_page_error(doc: pdfium.PdfDocument) -> str | None:
+    """Why pdfium cannot load the first page (a page tree it cannot walk), or None.
+
+    A document whose page tree pdfium cannot walk is no document pdfium renders, however
+    many pages its /Count claims: then pypdf has its say.
+    """
+    try:
+        page = doc[0]
+    except pdfium.PdfiumError as exc:
+        return f"opened, but cannot load page 1 ({exc})"
+    page.close()
+    return None
 
 
 def _not_a_pdf(data: PdfInput, both: str) -> str:

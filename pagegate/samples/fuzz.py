@@ -12,12 +12,12 @@ Kinds that share a reason, and why they are kept apart all the same:
 * `not_a_pdf`: png, jpeg, zip-deflated, gzip, empty, html, random-bytes. No PDF objects
   anywhere, whatever the header says; each library fails differently on each (which the
   ledger detail shows), the reason cannot tell them apart and needs not.
-* `unreadable`: truncated-half, header-only, objstm-xref-garbage. A header, but neither
-  library recovers a catalog; a random truncation or trailer flip that destroys as much
-  lands here too.
+* `unreadable`: truncated-half, header-only, objstm-xref-garbage, deep-page-tree. A
+  header, but neither library recovers a catalog, or walks the page tree (pdfium stops at
+  its depth limit, pypdf at its own); a random truncation or trailer flip that destroys
+  as much lands here too.
 * `encrypted`: user-password, certificate. Both need a key the run does not have.
-* documents whose pages fall back: deep-page-tree (pdfium stops at its page-tree depth
-  limit, pypdf at its own), content-bomb (the worker hits its memory limit and dies).
+* a document whose page falls back: content-bomb (the worker hits its memory limit).
 * documents pypdf refuses but pdfium renders: cyclic-page-tree, encrypted-attachment-only
   (the /EFF crypt filter: pypdf wants the password, pdfium needs none to show pages),
   no-header, junk-before-header, most xref and trailer damage.
@@ -271,7 +271,7 @@ FUZZ_KINDS: Mapping[str, FuzzKind] = MappingProxyType({
     "unknown-filter": FuzzKind(unknown_filter, document(1)),
     "huge-mediabox": FuzzKind(media_box(b"[0 0 1000000 1000000]"), document(1)),
     "zero-mediabox": FuzzKind(media_box(b"[0 0 0 0]"), document(1)),
-    "deep-page-tree": FuzzKind(deep_page_tree, document(1, fallback=True)),
+    "deep-page-tree": FuzzKind(deep_page_tree, ledger("unreadable")),
     "many-tiny-pages": FuzzKind(many_tiny_pages, document(10_000)),
     "javascript-and-forms": FuzzKind(javascript_and_forms, document(1)),
     "encrypted-attachment-only": FuzzKind(encrypted_attachment_only, document(1)),
