@@ -1,7 +1,7 @@
 """The `ocr-pdfs` flow: plan groups, fan them out as tasks, gate the pages, report.
 
 Orchestration only. Everything it calls is a plain pagegate module or a thin task over
-one. The runtime objects (HTTP client, admission gate, pdfium thread) are built here,
+one. The runtime objects (HTTP client, admission gate, render pool) are built here,
 in the flow's own event loop, and shared by every group task through a context
 variable; group tasks are awaited directly (not `.submit()`ed to a thread pool, which
 would give each task its own loop and break the shared gate: Prefect's ThreadPoolTaskRunner
@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 from prefect import State, flow, get_run_logger
-from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
+from prefect.artifacts import acreate_table_artifact
 from prefect.states import Completed, Failed
 from pydantic import SecretStr
 
@@ -37,13 +37,13 @@ from pagegate.ocr.outcomes import GroupOutcome
 from pagegate.ocr.run import open_run_context, open_run_server
 from pagegate.plan.groups import Group
 from pagegate.plan.pending import PendingPlan
-from pagegate.report.summary import RunSummary, failure_rows, summary_markdown
+from pagegate.report.summary import RunSummary, failure_rows
 from tasks.admission_block import AdmissionGate
 from tasks.ocr_group import group_outcome, ocr_group
 from tasks.plan_groups import plan_pending_task
 from tasks.result_storage import resolve_result_storage
 from tasks.run_context_var import RUN_CONTEXT
-from tasks.run_monitor import create_chart_artifact, open_run_monitor
+from tasks.run_monitor import create_summary_artifact, open_run_monitor
 from tasks.run_params import RunParams, run_settings
 
 
@@ -69,13 +69,14 @@ async def ocr_pdfs(
     pdf_password_secret: str | None = None,
     server_unavailable_after_seconds: float = RunConfig.server_unavailable_after_seconds,
     s3_retry_mode: str = RunConfig.s3_retry_mode,
+    aws_credentials: str | None = None,
     result_storage: str | None = None,
     launch_server: dict[str, Any] | None = None,
     server_urls: list[str] | None = None,
     capacity_backoff_max_seconds: float = RunConfig.capacity_backoff_max_seconds,
-) -> State[Any]:
     render_workers: int | None = RunConfig.render_workers,
     pdf_memory_budget_mb: int = RunConfig.pdf_memory_budget_mb,
+) -> State[Any]:
     """OCR PDFs from S3 or disk into Dolma JSONL in WORKSPACE.
 
     Args:
@@ -105,6 +106,9 @@ async def ocr_pdfs(
         server_unavailable_after_seconds: how long capacity errors may last before a
             PDF is recorded as `server_unavailable`.
         s3_retry_mode: botocore retry mode for S3, "standard" or "adaptive".
+        aws_credentials: a prefect-aws block with the S3 credentials (and endpoint) for
+            sources and workspace: an AwsCredentials block's name, or aws-credentials/NAME,
+            s3-bucket/NAME, minio-credentials/NAME; empty: the worker's AWS environment.
         result_storage: where task results persist for retries: s3://bucket/prefix, a
             local path, or a saved block "type/name"; empty: Prefect's default.
         launch_server: launch and supervise a vLLM server for this run instead of using
@@ -114,14 +118,14 @@ async def ocr_pdfs(
             page goes to the least-loaded one still answering. Given, it replaces server_url.
         capacity_backoff_max_seconds: longest (jittered) pause between retries of a page
             the server could not take; retries go on until server_unavailable_after_seconds.
-    """
-    params = RunParams(
-        workspace=workspace, server_url=server_url, model=model,
-        pages_per_group=pages_per_group, workers=workers,
         render_workers: processes rendering pages, each with its own pdfium; empty: one
             per core this worker may use.
         pdf_memory_budget_mb: PDF bytes held in memory at once; PDFs are fetched only as
             their pages near admission, and larger ones are read from a file.
+    """
+    params = RunParams(
+        workspace=workspace, server_url=server_url, model=model,
+        pages_per_group=pages_per_group, workers=workers,
         max_concurrent_requests=max_concurrent_requests, markdown=markdown,
         target_longest_image_dim=target_longest_image_dim, max_page_retries=max_page_retries,
         gate=gate, gate_enabled=gate_enabled, gate_overrides=gate_overrides,
@@ -129,19 +133,21 @@ async def ocr_pdfs(
         drop_on_page_errors=drop_on_page_errors, pdf_password=pdf_password,
         pdf_password_secret=pdf_password_secret,
         server_unavailable_after_seconds=server_unavailable_after_seconds,
-        s3_retry_mode=s3_retry_mode, result_storage=result_storage, launch_server=launch_server,
+        s3_retry_mode=s3_retry_mode, aws_credentials=aws_credentials,
+        result_storage=result_storage, launch_server=launch_server,
         server_urls=server_urls, capacity_backoff_max_seconds=capacity_backoff_max_seconds,
+        render_workers=render_workers, pdf_memory_budget_mb=pdf_memory_budget_mb,
     )
     config, gate_settings = await run_settings(params, sources=sources)
     storage = await resolve_result_storage(result_storage)
     planner = plan_pending_task.with_options(result_storage=storage) if storage else plan_pending_task
     plan = await planner(
-        render_workers=render_workers, pdf_memory_budget_mb=pdf_memory_budget_mb,
         list(config.sources),
         config.pages_per_group,
         config.workspace,
         pdf_password=_secret(config.pdf_password),
         s3_retry_mode=config.s3_retry_mode,
+        aws_credentials=aws_credentials,
     )
     return await execute_plan(config, gate_settings, plan, result_storage=storage)
 
@@ -192,15 +198,7 @@ async def execute_plan(
         summary = RunSummary.of(outcomes, already_done=plan.already_done, elapsed_seconds=elapsed)
         report = await monitor.finish(summary.totals, elapsed)
     summary = replace(summary, chart_uri=report.chart_uri)
-    await create_chart_artifact(report)
-    await acreate_markdown_artifact(
-        key="ocr-run-summary",
-        markdown=summary_markdown(
-            summary.totals, elapsed_seconds=elapsed, gate=gate_state,
-            chart_uri=report.chart_uri, chart_link=report.chart_link,
-        ),
-        description="pagegate run summary",
-    )
+    await create_summary_artifact(summary, report, gate_state)
     flagged = summary.flagged_message()
     if flagged:
         logger.warning(flagged)

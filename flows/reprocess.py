@@ -54,13 +54,14 @@ async def reprocess(
     pdf_password_secret: str | None = None,
     server_unavailable_after_seconds: float = RunConfig.server_unavailable_after_seconds,
     s3_retry_mode: str = RunConfig.s3_retry_mode,
+    aws_credentials: str | None = None,
     result_storage: str | None = None,
     launch_server: dict[str, Any] | None = None,
     server_urls: list[str] | None = None,
     capacity_backoff_max_seconds: float = RunConfig.capacity_backoff_max_seconds,
-) -> State[Any]:
     render_workers: int | None = RunConfig.render_workers,
     pdf_memory_budget_mb: int = RunConfig.pdf_memory_budget_mb,
+) -> State[Any]:
     """Retry the failed PDFs of WORKSPACE (its ledger), or exactly the PDFs listed.
 
     Args:
@@ -79,17 +80,20 @@ async def reprocess(
         drop_on_page_errors=drop_on_page_errors, pdf_password=pdf_password,
         pdf_password_secret=pdf_password_secret,
         server_unavailable_after_seconds=server_unavailable_after_seconds,
-        s3_retry_mode=s3_retry_mode, result_storage=result_storage, launch_server=launch_server,
+        s3_retry_mode=s3_retry_mode, aws_credentials=aws_credentials,
+        result_storage=result_storage, launch_server=launch_server,
         server_urls=server_urls, capacity_backoff_max_seconds=capacity_backoff_max_seconds,
+        render_workers=render_workers, pdf_memory_budget_mb=pdf_memory_budget_mb,
     )
     logger = get_run_logger()
-        render_workers=render_workers, pdf_memory_budget_mb=pdf_memory_budget_mb,
     if only_reasons:
         check_reasons(only_reasons)
     if pdfs:
         chosen = list(dict.fromkeys(pdfs))
     else:
-        chosen = await select_from_ledger_task(workspace, only_reasons, s3_retry_mode=s3_retry_mode)
+        chosen = await select_from_ledger_task(
+            workspace, only_reasons, s3_retry_mode=s3_retry_mode, aws_credentials=aws_credentials
+        )
     if not chosen:
         logger.info("nothing to reprocess in %s", workspace)
         return Completed(message="nothing to reprocess", data=RunSummary().as_dict())
@@ -102,5 +106,6 @@ async def reprocess(
         pages_per_group,
         pdf_password=SecretStr(config.pdf_password) if config.pdf_password else None,
         s3_retry_mode=s3_retry_mode,
+        aws_credentials=aws_credentials,
     )
     return await execute_plan(config, gate_settings, plan, result_storage=storage)

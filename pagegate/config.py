@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pagegate.io.s3 import S3Credentials
 from pagegate.server.managed import ManagedServerConfig
 from pagegate.server.target import DEFAULT_SERVED_NAME, DEFAULT_SERVER_URL
 from pagegate.vlm.profiles import DEFAULT_PROFILE
@@ -38,6 +39,7 @@ class RunConfig:
     drop_on_page_errors: bool = False         # over the rate: drop the document (olmOCR) or keep it flagged
     max_pages_per_pdf: int | None = None
     pdf_password: str | None = field(default=None, repr=False)  # never in a log line or repr
+    s3_credentials: S3Credentials | None = field(default=None, repr=False)  # else the AWS environment
     request_timeout_seconds: float = 600.0    # one chat completion, queueing included
     server_unavailable_after_seconds: float = 1800.0
     capacity_backoff_max_seconds: float = 30.0  # longest pause between capacity retries (jittered)
@@ -78,14 +80,14 @@ class RunConfig:
             raise ValueError("server_urls lists a server twice")
         if self.s3_retry_mode not in S3_RETRY_MODES:
             raise ValueError(f"s3_retry_mode must be one of {', '.join(S3_RETRY_MODES)}")
-
-    @property
         if self.render_workers is not None and self.render_workers < 1:
             raise ValueError("render_workers must be at least 1")
         if self.pdf_memory_budget_mb < 1 or self.spool_pdfs_over_mb <= 0:
             raise ValueError("pdf_memory_budget_mb and spool_pdfs_over_mb must be positive")
         if self.render_timeout_seconds <= 0 or self.download_concurrency < 1:
             raise ValueError("render_timeout_seconds and download_concurrency must be positive")
+
+    @property
     def servers(self) -> tuple[str, ...]:
         """Every server pages may go to: server_urls when given, else server_url."""
         return self.server_urls or (self.server_url,)

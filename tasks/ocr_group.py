@@ -22,6 +22,7 @@ from pagegate.plan.groups import Group
 from pagegate.report.summary import named
 from tasks.cache_keys import group_cache_key
 from tasks.run_context_var import current_run_context
+from tasks.task_log import quiet_returned_failures
 
 
 def _group_key(context: TaskRunContext, parameters: dict[str, Any]) -> str | None:
@@ -53,6 +54,7 @@ async def ocr_group(group: Group) -> GroupOutcome | State[Any]:
     """OCR every PDF of one group through the run's shared admission gate."""
     outcome = await process_group(current_run_context(), group)
     if outcome.failed:
+        quiet_returned_failures()  # no bare "NoneType: None" under Prefect's line (tasks/task_log.py)
         names = named([p.uri for p in outcome.failed], shown=5)
         return Failed(
             message=f"{len(outcome.failed)} of {len(outcome.pdfs)} PDF(s) failed: {names}",

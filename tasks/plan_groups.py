@@ -17,6 +17,7 @@ from pagegate.config import RunConfig
 from pagegate.io.s3 import make_s3_client
 from pagegate.output.workspace import Workspace
 from pagegate.plan.pending import PendingPlan, plan_pending, plan_uris
+from tasks.aws_credentials import load_s3_credentials
 from tasks.cache_keys import plan_cache_key
 
 
@@ -39,9 +40,16 @@ async def plan_pending_task(
     workspace: str,
     pdf_password: SecretStr | None = None,
     s3_retry_mode: str = RunConfig.s3_retry_mode,
+    aws_credentials: str | None = None,
 ) -> PendingPlan:
-    """List the sources, leave out PDFs already committed in `workspace`, cut groups."""
-    s3_client = make_s3_client(retry_mode=s3_retry_mode)
+    """List the sources, leave out PDFs already committed in `workspace`, cut groups.
+
+    `aws_credentials` names a prefect-aws block (tasks/aws_credentials.py): the name is
+    the parameter, so the secret itself is never a task input.
+    """
+    s3_client = make_s3_client(
+        retry_mode=s3_retry_mode, credentials=await load_s3_credentials(aws_credentials)
+    )
     return await asyncio.to_thread(
         plan_pending,
         sources,
@@ -58,12 +66,16 @@ async def plan_uris_task(
     pages_per_group: int,
     pdf_password: SecretStr | None = None,
     s3_retry_mode: str = RunConfig.s3_retry_mode,
+    aws_credentials: str | None = None,
 ) -> PendingPlan:
     """Groups over exactly these PDFs (reprocess): count pages, cut groups."""
+    s3_client = make_s3_client(
+        retry_mode=s3_retry_mode, credentials=await load_s3_credentials(aws_credentials)
+    )
     return await asyncio.to_thread(
         plan_uris,
         uris,
         pages_per_group=pages_per_group,
-        s3_client=make_s3_client(retry_mode=s3_retry_mode),
+        s3_client=s3_client,
         password=_secret(pdf_password),
     )

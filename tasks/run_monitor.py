@@ -1,23 +1,24 @@
-"""The run monitor's Prefect side: the `ocr-progress` artifact, the chart artifact, the run id.
+"""The run monitor's Prefect side: the `ocr-progress` and `ocr-run-summary` artifacts, the run id.
 
 The monitor itself (samples, chart, run record) is pagegate.report.monitor. Here its
 progress goes to a Prefect progress artifact, updated at most every 5 s (each update
 is an API call; the UI polls anyway), and the run is named by its flow run's id, so a
-UI retry rewrites its own `runs/<id>/` folder. Nothing here may fail the run: API
+UI retry rewrites its own `runs/<id>/` folder. At the end the summary artifact carries
+the totals, the failed PDFs and the run chart inlined (pagegate.report.summary), so the
+chart shows in the UI for a local workspace too. Nothing here may fail the run: API
 errors are logged and the run goes on.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 from prefect.artifacts import (
-    acreate_image_artifact,
+    acreate_markdown_artifact,
     acreate_progress_artifact,
     aupdate_progress_artifact,
 )
@@ -28,10 +29,12 @@ from pagegate.ocr.run import RunContext
 from pagegate.plan.groups import Group
 from pagegate.report.monitor import RunMonitor, RunReport, open_monitor
 from pagegate.report.progress import ProgressSink, ProgressUpdate, Throttle, progress_line
+from pagegate.report.summary import RunSummary, summary_markdown
 
 log = logging.getLogger("pagegate.progress")
 
 PROGRESS_ARTIFACT_KEY = "ocr-progress"
+SUMMARY_ARTIFACT_KEY = "ocr-run-summary"
 
 
 class ProgressArtifactSink:
@@ -78,9 +81,18 @@ async def open_run_monitor(
         yield run_monitor
 
 
-async def create_chart_artifact(report: RunReport) -> None:
-    """The run chart in the UI, when a browser can reach it (a presigned https link)."""
-    if report.chart_link and report.chart_link.startswith("https://"):
-        with contextlib.suppress(Exception):
-            await acreate_image_artifact(report.chart_link, key="ocr-run-chart",
-                                         description="server queue, in-flight pages, releases")
+async def create_summary_artifact(
+    summary: RunSummary, report: RunReport, gate: Mapping[str, Any]
+) -> None:
+    """The run summary in the UI: totals, failed PDFs, the chart inlined, the gate's state."""
+    markdown = summary_markdown(
+        summary.totals, elapsed_seconds=summary.elapsed_seconds, gate=gate,
+        chart_uri=report.chart_uri, chart_link=report.chart_link, chart_png=report.chart_png,
+        already_done=summary.already_done,
+    )
+    try:
+        await acreate_markdown_artifact(
+            key=SUMMARY_ARTIFACT_KEY, markdown=markdown, description=summary.headline()
+        )
+    except Exception:
+        log.warning("could not create the run summary artifact", exc_info=True)

@@ -4,8 +4,8 @@ The flows keep flat parameters (the UI's run form stays simple, and Prefect buil
 from their signatures), with defaults read from RunConfig. Each flow hands them on as
 one `RunParams`: every field is required, so mypy refuses a flow that forgets or
 misspells one. `run_settings` then resolves what lives in Prefect (the password's
-Secret block, the saved AdmissionGate, the flow run's id) into a RunConfig and the
-gate's plain settings.
+Secret block, the S3 credentials' prefect-aws block, the saved AdmissionGate, the flow
+run's id) into a RunConfig and the gate's plain settings.
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ from pydantic import SecretStr
 
 from pagegate.admission.build import GateSettings
 from pagegate.config import RunConfig
+from pagegate.io.s3 import S3Credentials
 from pagegate.server.managed import ManagedServerConfig
 from pagegate.server.target import node_server_url
 from tasks.admission_block import AdmissionGate
+from tasks.aws_credentials import load_s3_credentials
 from tasks.gate_param import gate_block_name, load_gate_settings, managed_server_for
 
 
@@ -49,15 +51,16 @@ class RunParams:
     pdf_password_secret: str | None
     server_unavailable_after_seconds: float
     s3_retry_mode: str
+    aws_credentials: str | None
     result_storage: str | None
     launch_server: dict[str, Any] | None
     server_urls: list[str] | None
     capacity_backoff_max_seconds: float
+    render_workers: int | None
+    pdf_memory_budget_mb: int
 
     def run_config(
         self,
-    render_workers: int | None
-    pdf_memory_budget_mb: int
         sources: Sequence[str],
         *,
         default_server_url: str,
@@ -65,6 +68,7 @@ class RunParams:
         managed_server: ManagedServerConfig | None,
         run_id: str | None,
         redo_flagged: bool = False,
+        s3_credentials: S3Credentials | None = None,
     ) -> RunConfig:
         """The RunConfig, given what `run_settings` resolved; no I/O."""
         return RunConfig(
@@ -85,15 +89,16 @@ class RunParams:
             max_page_error_rate=self.max_page_error_rate,
             drop_on_page_errors=self.drop_on_page_errors,
             pdf_password=pdf_password,
+            s3_credentials=s3_credentials,
             server_unavailable_after_seconds=self.server_unavailable_after_seconds,
             capacity_backoff_max_seconds=self.capacity_backoff_max_seconds,
+            render_workers=self.render_workers,
+            pdf_memory_budget_mb=self.pdf_memory_budget_mb,
             server_urls=tuple(self.server_urls or ()),
             s3_retry_mode=self.s3_retry_mode,
             redo_flagged=redo_flagged,
             run_id=run_id,
             managed_server=managed_server,
-            render_workers=self.render_workers,
-            pdf_memory_budget_mb=self.pdf_memory_budget_mb,
         )
 
 
@@ -109,6 +114,7 @@ async def run_settings(
         managed_server=await managed_server_for(params.launch_server, gate_block),
         run_id=flow_run.get_id(),
         redo_flagged=redo_flagged,
+        s3_credentials=await load_s3_credentials(params.aws_credentials),
     )
     gate = await load_gate_settings(gate_block) if config.use_gate else GateSettings()
     return config, gate

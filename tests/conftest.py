@@ -16,8 +16,11 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 pytest_plugins = [
     "tests.fixtures.s3",
+    "tests.fixtures.s3_auth",
     "tests.fixtures.sim",
     "tests.fixtures.prefect",
+    "tests.fixtures.prefect_ui",
+    "tests.fixtures.browser",
     "tests.fixtures.s3_proxy",
     "tests.fixtures.vllm_cpu",
 ]

@@ -47,6 +47,8 @@ OWN_MEANING = {
 NOT_CONFIG = {
     # where a run's inputs, password and results come from, and what it prints
     "pdfs", "only_reasons", "only_reason", "pdf_password_secret", "result_storage", "json_out",
+    # a prefect-aws block's name, resolved into RunConfig.s3_credentials (tasks/aws_credentials.py)
+    "aws_credentials",
     # which server: --server is server_url/server_urls; launch settings whose empty value
     # is the launcher's own default (pagegate/server/settings.py, watchdog.py)
     "server", "launch_server", "vllm_command", "vllm_port", "served_model_name",

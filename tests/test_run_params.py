@@ -33,10 +33,11 @@ def params(**changes: object) -> RunParams:
         "max_page_error_rate": 0.5, "drop_on_page_errors": True,
         "pdf_password": SecretStr("pw"), "pdf_password_secret": None,
         "server_unavailable_after_seconds": 12.0, "s3_retry_mode": "adaptive",
+        "aws_credentials": None,
         "result_storage": None, "launch_server": None, "server_urls": None,
         "capacity_backoff_max_seconds": 3.0,
-    }
         "render_workers": 2, "pdf_memory_budget_mb": 64,
+    }
     return RunParams(**{**values, **changes})  # type: ignore[arg-type]
 
 
@@ -59,8 +60,8 @@ def test_every_parameter_reaches_the_run_config() -> None:
     assert (config.s3_retry_mode, config.pdf_password, config.run_id) == ("adaptive", "pw", "r1")
     assert config.redo_flagged and config.managed_server is managed
     assert config.server_urls == ()
-
     assert (config.render_workers, config.pdf_memory_budget_mb) == (2, 64)
+
 
 def test_given_servers_and_overrides_are_kept_and_an_unsaved_block_is_refused() -> None:
     config = params(server_url="http://x/v1", server_urls=["http://x/v1", "http://y/v1"],

@@ -42,6 +42,7 @@ PdfPasswordOpt = Annotated[str | None, typer.Option(envvar="PAGEGATE_PDF_PASSWOR
 PdfPasswordSecretOpt = Annotated[str | None, typer.Option(help="Name of a Prefect Secret block holding the PDF password.")]
 UnavailableAfterOpt = Annotated[float, typer.Option("--server-unavailable-after", help="Seconds a server may refuse or be unreachable (capacity errors, gate paused) before the PDFs waiting on it are recorded as server_unavailable; the run never exits for it.")]
 S3RetryModeOpt = Annotated[str, typer.Option(help="botocore retry mode for S3: standard or adaptive.")]
+AwsCredentialsOpt = Annotated[str | None, typer.Option(metavar="BLOCK", help="S3 credentials (and endpoint) for sources and workspace from a prefect-aws block: an AwsCredentials block's name, or aws-credentials/NAME, s3-bucket/NAME, minio-credentials/NAME (default: the AWS environment).")]
 ResultStorageOpt = Annotated[str | None, typer.Option(help="Where task results persist for retries: s3://bucket/prefix, a path, or a block type/name.")]
 
 # A server pagegate launches itself (`run --model MODEL` without --server).

@@ -14,6 +14,7 @@ import typer
 
 from pagegate.cli.flowrun import prefect_env, run_flow_state
 from pagegate.cli.options import (
+    AwsCredentialsOpt,
     DpOpt,
     DropOnPageErrorsOpt,
     GateOpt,
@@ -31,11 +32,11 @@ from pagegate.cli.options import (
     ModelOpt,
     NoGateOpt,
     PagesPerGroupOpt,
-    PdfPasswordOpt,
     PdfMemoryBudgetOpt,
+    PdfPasswordOpt,
     PdfPasswordSecretOpt,
-    RestartBudgetOpt,
     RenderWorkersOpt,
+    RestartBudgetOpt,
     RestartRefillOpt,
     ResultStorageOpt,
     S3RetryModeOpt,
@@ -78,6 +79,7 @@ def run_command(
     pdf_password_secret: PdfPasswordSecretOpt = None,
     server_unavailable_after_seconds: UnavailableAfterOpt = RunConfig.server_unavailable_after_seconds,
     s3_retry_mode: S3RetryModeOpt = RunConfig.s3_retry_mode,
+    aws_credentials: AwsCredentialsOpt = None,
     result_storage: ResultStorageOpt = None,
     vllm_command: VllmCommandOpt = None,
     vllm_port: VllmPortOpt = None,
@@ -93,10 +95,10 @@ def run_command(
     restart_budget: RestartBudgetOpt = None,
     restart_refill: RestartRefillOpt = None,
     gpus: GpusOpt = None,
-) -> None:
-    """OCR PDFs into Dolma JSONL as a Prefect flow run; exits 1 if any PDF failed."""
     render_workers: RenderWorkersOpt = RunConfig.render_workers,
     pdf_memory_budget_mb: PdfMemoryBudgetOpt = RunConfig.pdf_memory_budget_mb,
+) -> None:
+    """OCR PDFs into Dolma JSONL as a Prefect flow run; exits 1 if any PDF failed."""
     target = run_target(
         server, model, vllm_command, vllm_port, served_model_name, gpu_memory_utilization,
         max_model_len, tensor_parallel_size, data_parallel_size, max_num_seqs,
@@ -125,12 +127,13 @@ def run_command(
         pdf_password_secret=pdf_password_secret,
         server_unavailable_after_seconds=server_unavailable_after_seconds,
         s3_retry_mode=s3_retry_mode,
+        aws_credentials=aws_credentials,
         result_storage=result_storage,
+        render_workers=render_workers,
+        pdf_memory_budget_mb=pdf_memory_budget_mb,
         return_state=True,
     ))
     print_summary(summary, workspace, json_out=json_out)
-        render_workers=render_workers,
-        pdf_memory_budget_mb=pdf_memory_budget_mb,
     raise typer.Exit(0 if ok else 1)
 
 
@@ -154,6 +157,7 @@ def reprocess_command(
     pdf_password_secret: PdfPasswordSecretOpt = None,
     server_unavailable_after_seconds: UnavailableAfterOpt = RunConfig.server_unavailable_after_seconds,
     s3_retry_mode: S3RetryModeOpt = RunConfig.s3_retry_mode,
+    aws_credentials: AwsCredentialsOpt = None,
     result_storage: ResultStorageOpt = None,
     vllm_command: VllmCommandOpt = None,
     vllm_port: VllmPortOpt = None,
@@ -169,12 +173,12 @@ def reprocess_command(
     restart_budget: RestartBudgetOpt = None,
     restart_refill: RestartRefillOpt = None,
     gpus: GpusOpt = None,
+    render_workers: RenderWorkersOpt = RunConfig.render_workers,
+    pdf_memory_budget_mb: PdfMemoryBudgetOpt = RunConfig.pdf_memory_budget_mb,
 ) -> None:
     """Retry the PDFs in WORKSPACE's failure ledger (or exactly PDF...); exits 1 if any still fail.
 
     Documents kept with flagged fallback pages (page_error_rate) are redone too; a
-    render_workers: RenderWorkersOpt = RunConfig.render_workers,
-    pdf_memory_budget_mb: PdfMemoryBudgetOpt = RunConfig.pdf_memory_budget_mb,
     listed PDF that is already committed cleanly is skipped.
     """
     from pagegate.plan.reprocess import check_reasons
@@ -209,14 +213,15 @@ def reprocess_command(
         pdf_password_secret=pdf_password_secret,
         server_unavailable_after_seconds=server_unavailable_after_seconds,
         s3_retry_mode=s3_retry_mode,
+        aws_credentials=aws_credentials,
         result_storage=result_storage,
+        render_workers=render_workers,
+        pdf_memory_budget_mb=pdf_memory_budget_mb,
         return_state=True,
     ))
     print_summary(summary, workspace, json_out=json_out)
     raise typer.Exit(0 if ok else 1)
 
-        render_workers=render_workers,
-        pdf_memory_budget_mb=pdf_memory_budget_mb,
 
 def print_summary(summary: dict[str, Any], workspace: str, *, json_out: bool) -> None:
     """The run's summary (pagegate.report.summary.RunSummary.as_dict) on stdout."""

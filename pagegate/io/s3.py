@@ -1,9 +1,10 @@
 """`s3://bucket/prefix` as a `Store` (boto3, botocore's retry modes), and the S3 client
-built from the standard AWS environment."""
+built from the standard AWS environment or from explicit credentials."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from pagegate.errors import DownloadError, StorageError
@@ -20,23 +21,58 @@ def s3_code(exc: Any) -> str:
     return str(exc.response.get("Error", {}).get("Code") or "Unknown")
 
 
+@dataclass(frozen=True)
+class S3Credentials:
+    """Explicit S3 credentials and endpoint, in place of the process's AWS environment.
+
+    Plain values, so this layer knows nothing of where they were kept: the Prefect layer
+    reads them from a prefect-aws block (tasks/aws_credentials.py). A field left None
+    falls back to what botocore finds itself (environment, config files), so a block
+    with keys only still honours AWS_ENDPOINT_URL. Secrets stay out of the repr.
+    """
+
+    access_key_id: str | None = None
+    secret_access_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+    region: str | None = None
+    endpoint_url: str | None = None
+    profile: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.access_key_id is None) != (self.secret_access_key is None):
+            raise ValueError("S3 credentials need both an access key id and a secret key")
+
+
 def make_s3_client(
-    *, retry_mode: str = "standard", max_attempts: int = 10, max_pool_connections: int = 64
+    *,
+    retry_mode: str = "standard",
+    max_attempts: int = 10,
+    max_pool_connections: int = 64,
+    credentials: S3Credentials | None = None,
 ) -> S3Client:
-    """A boto3 S3 client configured from the standard AWS environment and config files.
+    """A boto3 S3 client from `credentials`, else the standard AWS environment and config.
 
     botocore reads AWS_ENDPOINT_URL (and AWS_ENDPOINT_URL_S3), AWS_PROFILE, the key
     variables and the region itself; we only add retries and a region default, since
     a client with no region cannot sign requests. The pool is larger than botocore's
-    default of 10 because planning and group tasks fetch many PDFs at once.
+    default of 10 because planning and group tasks fetch many PDFs at once. Explicit
+    credentials get the same retries and pool.
     """
     import boto3
     from botocore.config import Config
 
-    session = boto3.session.Session()
+    creds = credentials or S3Credentials()
+    session = boto3.session.Session(
+        aws_access_key_id=creds.access_key_id,
+        aws_secret_access_key=creds.secret_access_key,
+        aws_session_token=creds.session_token,
+        region_name=creds.region,
+        profile_name=creds.profile,
+    )
     return session.client(
         "s3",
         region_name=session.region_name or "us-east-1",
+        endpoint_url=creds.endpoint_url,
         config=Config(
             retries={"mode": retry_mode, "max_attempts": max_attempts},
             max_pool_connections=max_pool_connections,

@@ -18,10 +18,8 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from pagegate.io.local import LocalStore
 from pagegate.io.s3 import S3Store
 from pagegate.io.store import Store, split_s3_uri
 from pagegate.ocr.outcomes import GroupOutcome, RunTotals
@@ -61,7 +59,8 @@ class RunReport:
     run_id: str
     final: ProgressUpdate
     chart_uri: str | None     # where the PNG is (s3://... or a local path)
-    chart_link: str | None    # something a browser opens: presigned https, or file://
+    chart_link: str | None    # a presigned https URL for an S3 chart; None for a local one
+    chart_png: bytes | None = None  # the chart itself, for the summary artifact to inline
 
 
 def run_record(
@@ -143,6 +142,7 @@ class RunMonitor:
         chart_key = run_key(self.run_id, CHART_NAME)
         chart_uri: str | None = None
         chart_link: str | None = None
+        png: bytes | None = None
         try:
             png = await asyncio.to_thread(
                 # A copy: the sampler keeps appending while the chart is drawn in a thread.
@@ -160,7 +160,7 @@ class RunMonitor:
             final=final.sample, chart_uri=chart_uri,
         )
         await _write(store, run_key(self.run_id, RECORD_NAME), record_to_json(record), "run record")
-        return RunReport(self.run_id, final, chart_uri, chart_link)
+        return RunReport(self.run_id, final, chart_uri, chart_link, png)
 
 
 @asynccontextmanager
@@ -193,9 +193,11 @@ async def open_monitor(
 
 
 def browser_link(store: Store, key: str) -> str | None:
-    """A link a browser can open: a presigned GET for S3, file:// for a local workspace."""
-    if isinstance(store, LocalStore):
-        return Path(store.uri_for(key)).as_uri()
+    """A link a browser can open: a presigned GET for S3; None for a local workspace.
+
+    A file:// link from the Prefect UI is dead: browsers do not open file: URLs from an
+    http page, and the file is on the machine that ran the flow, not the operator's.
+    """
     if isinstance(store, S3Store):
         bucket, full_key = split_s3_uri(store.uri_for(key))
         url: str = store.client.generate_presigned_url(

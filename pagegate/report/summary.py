@@ -7,6 +7,7 @@ makes the artifacts from the markdown and the table rows.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +72,11 @@ class RunSummary:
             "flagged": [_row(p) for p in self.flagged],
         }
 
+    def headline(self) -> str:
+        """The summary artifact's one-line description."""
+        return summary_headline(self.totals, elapsed_seconds=self.elapsed_seconds,
+                                already_done=self.already_done)
+
     def message(self) -> str:
         """The final state's message: which PDFs failed, or what was done."""
         failures = self.totals.failures
@@ -99,6 +105,44 @@ def failure_rows(failures: Sequence[PdfOutcome]) -> list[dict[str, str]]:
     ]
 
 
+CHART_INLINE_MAX_BYTES = 512 * 1024  # a larger PNG is linked, not inlined (artifact size)
+
+
+def summary_headline(totals: RunTotals, *, elapsed_seconds: float, already_done: int = 0) -> str:
+    """One line for the summary artifact's description (its card in the run's Artifacts tab)."""
+    skipped = totals.pdfs_skipped + already_done
+    parts = [f"{totals.pdfs_ok} PDF(s) done", f"{totals.pdfs_failed} failed"]
+    if skipped:
+        parts.append(f"{skipped} skipped")
+    return f"{', '.join(parts)}; {totals.pages} pages in {elapsed_seconds:.1f} s"
+
+
+def chart_markdown(
+    *, chart_uri: str | None, chart_link: str | None = None, chart_png: bytes | None = None
+) -> list[str]:
+    """The run chart section: the PNG inlined as a data: URI, and where it is kept.
+
+    Prefect's UI (both the classic and the v2 UI of Prefect 3.9) renders markdown
+    images with data: URIs, so the chart shows on the artifact page whatever the
+    workspace; a link to a local path would be dead there (the browser resolves it on
+    the operator's machine, or refuses file: URLs). An S3 chart also gets its
+    presigned link (`chart_link`).
+    """
+    if not (chart_uri or chart_png):
+        return []
+    lines = ["", "## run chart", "", "Server waiting queue, pages in flight and gate releases; "
+             "below, pages OCR'd."]
+    if chart_png and len(chart_png) <= CHART_INLINE_MAX_BYTES:
+        data = base64.b64encode(chart_png).decode("ascii")
+        lines += ["", f"![run chart](data:image/png;base64,{data})"]
+    if chart_uri:
+        where = f"Saved as `{chart_uri}`"
+        if chart_link and chart_link.startswith(("https://", "http://")):
+            where += f" ([open]({chart_link}), link valid 7 days)"
+        lines += ["", where + "."]
+    return lines
+
+
 def summary_markdown(
     totals: RunTotals,
     *,
@@ -106,19 +150,24 @@ def summary_markdown(
     gate: Mapping[str, Any] | None = None,
     chart_uri: str | None = None,
     chart_link: str | None = None,
+    chart_png: bytes | None = None,
+    already_done: int = 0,
 ) -> str:
-    """The run summary artifact; `chart_link` (a URL) or `chart_uri` points at the run chart."""
+    """The run summary artifact's markdown (its title is the artifact's key and description).
+
+    `chart_png` is inlined; `chart_uri` says where the chart is kept and `chart_link`
+    (an https URL) opens it. Every table has a header row: Prefect's UI draws an empty
+    one as a blank bar.
+    """
     rate = totals.pages / elapsed_seconds if elapsed_seconds > 0 else 0.0
     tok_rate = totals.output_tokens / elapsed_seconds if elapsed_seconds > 0 else 0.0
     all_tok_rate = (totals.input_tokens + totals.output_tokens) / elapsed_seconds if elapsed_seconds > 0 else 0.0
     lines = [
-        "# pagegate run summary",
-        "",
-        "| | |",
+        "| run | total |",
         "|---|---|",
         f"| PDFs done | {totals.pdfs_ok} |",
         f"| PDFs failed | {totals.pdfs_failed} |",
-        f"| PDFs skipped (already committed) | {totals.pdfs_skipped} |",
+        f"| PDFs skipped (already committed) | {totals.pdfs_skipped + already_done} |",
         f"| pages | {totals.pages} |",
         f"| fallback pages | {totals.fallback_pages} |",
         f"| tokens in / out | {totals.input_tokens} / {totals.output_tokens} |",
@@ -129,11 +178,12 @@ def summary_markdown(
     ]
     if gate and "releases" in gate:
         lines.append(f"| gate releases / pauses | {gate.get('releases')} / {gate.get('pauses')} |")
-    if chart_uri or chart_link:
-        target = chart_link or chart_uri
-        lines += ["", f"Run chart (server queue, pages in flight, gate releases): [{chart_uri or target}]({target})"]
+    if totals.failures:
+        lines += ["", "## failed PDFs", "", "| source | reason |", "|---|---|"]
+        lines += [f"| {f.uri} | {f.reason} |" for f in totals.failures[:100]]
+    lines += chart_markdown(chart_uri=chart_uri, chart_link=chart_link, chart_png=chart_png)
     if gate:
-        lines += ["", "## admission", "", "| | |", "|---|---|"]
+        lines += ["", "## admission", "", "| gate state | value |", "|---|---|"]
         lines += [f"| {k} | {v} |" for k, v in gate.items() if not isinstance(v, (dict, list))]
     servers = gate.get("servers") if gate else None
     if isinstance(servers, list) and servers:
@@ -144,7 +194,4 @@ def summary_markdown(
             f"| {s.get('rerouted')} | {s.get('refusals')} |"
             for s in servers if isinstance(s, Mapping)
         ]
-    if totals.failures:
-        lines += ["", "## failed PDFs", "", "| source | reason |", "|---|---|"]
-        lines += [f"| {f.uri} | {f.reason} |" for f in totals.failures[:100]]
     return "\n".join(lines) + "\n"
