@@ -254,7 +254,10 @@ async def run_burst(
     unlimited = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     latencies = [0.0] * pages
     async with httpx.AsyncClient(timeout=600.0, limits=unlimited) as http:
-        before = metric_sums((await http.get(metrics_url)).text)
+        # Its own client: a pooled connection left idle past the server's keep-alive
+        # (uvicorn: 5 s) while the probe starts would break the first page sent on it.
+        async with httpx.AsyncClient(timeout=60.0) as scraper:
+            before = metric_sums((await scraper.get(metrics_url)).text)
         with metrics_probe(metrics_url, period_s) as scrapes:
             async with open_admission() as admission:
                 watcher = asyncio.create_task(_watch_admission(admission, own, stop, period_s / 2))
@@ -263,7 +266,7 @@ async def run_burst(
                 async def page(i: int) -> int:
                     async with admission.slot(f"group-{i // 50}") as permit:
                         sent = time.monotonic()
-                        response = await http.post(f"{base_url}/chat/completions", json=bodies[i])
+                        response = await _post(http, f"{base_url}/chat/completions", bodies[i])
                         latencies[i] = time.monotonic() - sent
                         permit.finish(Outcome.OK if response.status_code == 200 else Outcome.CAPACITY)
                         return response.status_code
@@ -274,7 +277,8 @@ async def run_burst(
                 await asyncio.sleep(2 * period_s)  # one more sample of the drained server
                 stop.set()
                 await watcher
-        after = metric_sums((await http.get(metrics_url)).text)
+        async with httpx.AsyncClient(timeout=60.0) as scraper:
+            after = metric_sums((await scraper.get(metrics_url)).text)
     statuses = {code: codes.count(code) for code in set(codes)}
     during = [s.latency_s for s in scrapes
               if s.latency_s is not None and started <= s.sent_at <= started + elapsed]
@@ -306,15 +310,8 @@ async def closed_loop_stats(
         before = metric_sums((await http.get(metrics_url)).text) if metrics_url else {}
 
         async def post(i: int) -> None:
-            for attempt in range(retries + 1):
-                try:
-                    response = await http.post(f"{base_url}/chat/completions", json=bodies[i])
-                except httpx.TransportError:
-                    if attempt == retries:
-                        raise
-                    continue
-                response.raise_for_status()
-                return
+            response = await _post(http, f"{base_url}/chat/completions", bodies[i], retries)
+            response.raise_for_status()
 
         async def client() -> None:
             while queue:
@@ -325,6 +322,18 @@ async def closed_loop_stats(
         rate = pages / (time.monotonic() - started)
         after = metric_sums((await http.get(metrics_url)).text) if metrics_url else {}
     return rate, _histogram_growth(before, after)
+
+
+async def _post(http: httpx.AsyncClient, url: str, body: dict[str, Any],
+                retries: int = 3) -> httpx.Response:
+    """POST, sent again when the connection breaks (as a client would), up to `retries`."""
+    for attempt in range(retries):
+        try:
+            return await http.post(url, json=body)
+        except httpx.TransportError:
+            if attempt == retries - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def histogram_means(growth: dict[str, float]) -> dict[str, float | None]:

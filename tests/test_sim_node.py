@@ -209,3 +209,10 @@ def test_a_shared_cpu_does_not_slow_work_that_does_not_overlap() -> None:
     node.submit("r1", 4, 3, 3, 0.0)
     [done] = [d for at in iter(node.next_event_at, None) for d in node.advance(at)]
     assert done.finished_at == pytest.approx(6.0)  # read, preprocessed, decoded in turn
+
+
+def test_host_memory_kills_an_engine_only_server_too() -> None:
+    node = NodeModel(profile(frontend=None, host_mb_per_request=10.0, host_mem_limit_mb=15.0))
+    node.submit("a", 4, 3, 3, 0.0)
+    node.submit("b", 4, 3, 3, 0.0)
+    assert node.crashed and all(e.crashed for e in node.engines)

@@ -119,6 +119,7 @@ class NodeModel:
             except (QueueFullError, RequestTooLongError):
                 self._arrivals.pop(req_id, None)
                 raise
+            self._check_host_memory(now)
             return
         self.frontend.arrive(req_id, body_bytes=body_bytes, pixels=pixels, now=now)
         self._check_host_memory(now)
