@@ -9,8 +9,8 @@ process's peak resident set, belongs to that scenario alone) and prints a table:
 - huge-page:  one 200 x 200 inch page, inspected and rendered under the pixel cap;
 - eager:      the counterfactual: N pages rendered up front and held, as a pipeline
               that renders a whole group before queueing it would hold them;
-- run:        a whole run: `--run-pdfs` small PDFs of mixed kinds (90 KB and 1.5 pages
-              on average, like a real-world drop), cut into groups of `--pages-per-group`,
+- run:        a whole run: `--run-pdfs` PDFs (`--drop small`: 13 KB and 1.5 pages on
+              average; `--drop mixed`: 50 KB and 1.3 pages), cut into groups of `--pages-per-group`,
               `--run-workers` groups at once (as the flow runs them), PDF bytes capped by
               `--budget-mb`; the table runs it at 20 and 5 workers with the default budget,
               and at 20 workers with a 16 MB one;
@@ -46,6 +46,7 @@ from reportlab.lib.pagesizes import letter
 from reportlab.lib.utils import ImageReader
 from reportlab.pdfgen.canvas import Canvas
 
+from bench.render import realistic_pdf
 from pagegate import samples
 from pagegate.admission.base import FixedLimit
 from pagegate.config import RunConfig
@@ -99,11 +100,18 @@ async def _ocr(uris: list[str], workspace: Path, server: str, in_flight: int, *,
             "pages_per_s": round(pages / elapsed, 1) if elapsed else 0.0}
 
 
-def _drop(tmp: Path, count: int) -> list[str]:
-    """`count` small PDFs cycling through 30 distinct ones (text, figures, scans)."""
-    kinds = [samples.text_pdf(1 + i % 3, title=f"T{i}", seed=i) for i in range(10)]
-    kinds += [samples.image_pdf(1 + i % 2, seed=i) for i in range(10)]
-    kinds += [samples.scanned_pdf(1, seed=i) for i in range(10)]
+def _drop(tmp: Path, count: int, kind: str = "small") -> list[str]:
+    """`count` PDFs cycling through 30 distinct ones: "small" (text, figures, scans; 13 KB
+    and 1.5 pages on average) or "mixed" (text, scans and two-page reports with a photo:
+    50 KB and 1.3 pages, nearer a real-world drop's 90 KB)."""
+    if kind == "mixed":
+        kinds = [samples.text_pdf(1, title=f"T{i}", seed=i) for i in range(10)]
+        kinds += [samples.scanned_pdf(1, seed=i) for i in range(10)]
+        kinds += [realistic_pdf("report", 2, i) for i in range(10)]
+    else:
+        kinds = [samples.text_pdf(1 + i % 3, title=f"T{i}", seed=i) for i in range(10)]
+        kinds += [samples.image_pdf(1 + i % 2, seed=i) for i in range(10)]
+        kinds += [samples.scanned_pdf(1, seed=i) for i in range(10)]
     uris = []
     for n in range(count):
         path = tmp / f"r{n:05d}.pdf"
@@ -148,7 +156,7 @@ def run_scenario(name: str, args: argparse.Namespace, tmp: Path) -> dict[str, An
         held = [render_page_png(data, i).png for i in range(args.eager_pages)]
         return {"pages": len(held), "held_mb": round(sum(map(len, held)) / 2**20, 1)}
     elif name == "run":
-        uris = _drop(tmp, args.run_pdfs)
+        uris = _drop(tmp, args.run_pdfs, args.drop)
         planned = [PlannedPdf(u, inspect_pdf(Path(u)).page_count) for u in uris]
         groups = list(iter_groups(planned, args.pages_per_group))
         with SimProcess(profile="ci", extra_args=("--time-scale", str(args.time_scale))) as sim:
@@ -181,6 +189,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--pages-per-group", type=int, default=100)
     p.add_argument("--budget-mb", type=int, default=RunConfig.pdf_memory_budget_mb)
     p.add_argument("--scan-pdfs", type=int, default=40)
+    p.add_argument("--drop", choices=("small", "mixed"), default="small",
+                   help="the run's PDFs (see _drop)")
     p.add_argument("--only", choices=SCENARIOS, nargs="+", help="run just these scenarios")
     return p
 

@@ -167,11 +167,12 @@ def open_pdf(
             password_needed = _is_password_error(exc)
         else:
             pages = len(doc)
-            pdfium_error = _first_page_error(doc) if pages > 0 else "no pages"
-            if pdfium_error is None:
+            refusal = _first_page_error(doc) if pages > 0 else "no pages"
+            if refusal is None:
                 info = PdfInfo(page_count=pages, password=used, header_added=added)
                 return OpenPdf(data, pdfium_doc=doc, pdfium_error=None, reader=None, info=info)
             doc.close()
+            pdfium_error = refusal
     try:
         reader = _open_reader(data, password)
         page_count = len(reader.pages)
