@@ -58,8 +58,7 @@ class Worker:
 
     def _run(self, request: Request) -> Any:
         if request.op == "stats":
-            return {"maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                    "open_documents": len(self.docs)}
+            return {"maxrss_kb": peak_rss_kb(), "open_documents": len(self.docs)}
         if request.op == "inspect":
             self._close(request.key)
             source = _required(request.source)
@@ -98,6 +97,19 @@ class Worker:
         doc = self.docs.pop(key, None)
         if doc is not None:
             doc.close()
+
+
+def peak_rss_kb() -> int:
+    """This process's own peak resident set. Not ru_maxrss: Linux carries that across
+    exec, so a fresh worker would report its parent's peak at the time it was started."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def _pypdf_text(doc: OpenPdf, page: int) -> str:
