@@ -136,10 +136,9 @@ def chart_markdown(
         data = base64.b64encode(chart_png).decode("ascii")
         lines += ["", f"![run chart](data:image/png;base64,{data})"]
     if chart_uri:
-        where = f"Saved as `{chart_uri}`"
+        lines += ["", f"Kept in the workspace: `{chart_uri}`"]
         if chart_link and chart_link.startswith(("https://", "http://")):
-            where += f" ([open]({chart_link}), link valid 7 days)"
-        lines += ["", where + "."]
+            lines += ["", f"[Open the chart]({chart_link}) (a presigned link, valid 7 days)"]
     return lines
 
 
