@@ -208,7 +208,7 @@ async def execute_plan(
             table=failure_rows(summary.totals.failures),
             description="PDFs that could not be processed, with reasons",
         )
-        logger.error(summary.message())
+        # No log line of its own: Prefect logs the final state with this message.
         return Failed(message=summary.message(), data=summary.as_dict())
     return Completed(message=summary.message(), data=summary.as_dict())
 
