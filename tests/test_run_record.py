@@ -41,6 +41,7 @@ def test_a_run_with_no_elapsed_time_has_zero_rates() -> None:
     assert (got["pages_per_second"], got["tokens_per_second"]) == (0.0, 0.0)
 
 
-def test_a_local_chart_opens_as_a_file_url(tmp_path: Path) -> None:
+def test_a_local_chart_gets_no_browser_link(tmp_path: Path) -> None:
+    """A file:// link is dead in the Prefect UI; the summary inlines the chart instead."""
     store = LocalStore(tmp_path)
-    assert browser_link(store, "runs/r1/chart.png") == (tmp_path / "runs/r1/chart.png").as_uri()
+    assert browser_link(store, "runs/r1/chart.png") is None
