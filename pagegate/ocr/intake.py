@@ -8,8 +8,9 @@ nothing is entered at all (so one PDF always runs, however large), or all of:
 
 * fewer than `max_fetching` entered PDFs are still being fetched and inspected;
 * the PDF bytes held in memory are under `budget_bytes`;
-* the pages of entered PDFs not yet finished are fewer than `pages_ahead()` (the job
-  asks the admission how many pages it lets in flight now, and keeps twice that).
+* the pages of entered PDFs not yet finished are fewer than `pages_ahead()` (the run
+  asks the admission how many pages it lets in flight now, and keeps three times that:
+  pagegate.ocr.run.pages_ahead).
 
 A PDF held in memory counts its bytes until it is done; one opened from a file (large, or
 arriving when the budget is full) counts none. Nothing waits on anything but finishing

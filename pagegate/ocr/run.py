@@ -59,10 +59,14 @@ def pool_settings(config: RunConfig) -> PoolSettings:
 
 
 def pages_ahead(admission: Admission, clock: Clock, config: RunConfig) -> int:
-    """How many unfinished pages the intake keeps: twice what the admission lets in
-    flight now (the configured request cap while it names no limit), at least 64."""
+    """How many unfinished pages the intake keeps: three times what the admission lets in
+    flight now (the configured request cap while it names no limit), at least 256.
+
+    The pages in flight, plus enough waiting for the gate's next unit (which can exceed
+    its current limit: a unit also covers service until the release after it).
+    """
     limit = admission.signals(clock.now()).limit
-    return max(64, 2 * (limit if limit is not None else config.max_concurrent_requests))
+    return max(256, 3 * (limit if limit is not None else config.max_concurrent_requests))
 
 
 @asynccontextmanager
