@@ -8,8 +8,9 @@ retrieve workflow results": local results are not visible to a retry that runs e
 - empty: Prefect's default: PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK if set, else the local
   folder PREFECT_RESULTS_LOCAL_STORAGE_PATH (~/.prefect/storage), fine on one machine;
 - `s3://bucket/prefix`: `S3ResultStorage` below (saved as a block named after the URI),
-  boto3 from the standard AWS environment like every other S3 access of pagegate (no
-  prefect-aws needed);
+  boto3 from the standard AWS environment (a run's `aws_credentials` block is for its
+  sources and workspace; for results with their own credentials use an `s3-bucket/NAME`
+  block, the last form below);
 - `/abs/path`, `~/path`, `./path` or `file:///path`: a local folder;
 - `block-type/block-name`: a saved storage block, e.g. `s3-bucket/ocr-results` from
   prefect-aws, or a saved `pagegate-s3-result-storage` block.
