@@ -155,20 +155,20 @@ def test_a_document_that_keeps_killing_workers_is_no_longer_rendered() -> None:
 def test_a_decompression_bomb_hits_the_memory_limit_in_its_worker_only() -> None:
     source = PdfSource("bomb.pdf", data=content_bomb(inflated_mb=384))
 
-    async def body(pool: RenderPool) -> tuple[str, str, int]:
-        await pool.inspect(source, password=None, max_pages=None)
-        with pytest.raises(RenderFailedError) as caught:
+    async def body(pool: RenderPool) -> tuple[str, int, int]:
+        # Loading page 1 to check it parses its content: the inspection may already hit
+        # the limit, and then pypdf alone (which inflates nothing to count) inspects it.
+        info = await pool.inspect(source, password=None, max_pages=None)
+        with pytest.raises(InputError):
             await pool.render(source, 0, rotation=0)
-        # pdfium is not tried on it again; pypdf gives up too (its inflate limit, or ours).
-        with pytest.raises(InputError) as text_error:
+        with pytest.raises(InputError):  # pypdf gives up too (its inflate limit, or ours)
             await pool.text(source, 0)
         after = await pool.render(PdfSource("ok.pdf", data=samples.text_pdf(1)), 0, rotation=0)
-        return str(caught.value), str(text_error.value), after.height
+        return info.engine, pool.stats.crashes + pool.stats.out_of_memory, after.height
 
-    message, text_error, after = with_pool(PoolSettings(workers=1, memory_limit_mb=192,
-                                                        max_losses=1), body)
-    assert "the render worker crashed" in message or "out of memory" in message
-    assert text_error and after == 1288
+    engine, lost, after = with_pool(PoolSettings(workers=1, memory_limit_mb=192,
+                                                 max_losses=1), body)
+    assert engine in ("pdfium", "pypdf") and lost >= 1 and after == 1288
 
 
 def test_a_cancelled_caller_leaves_the_worker_in_step() -> None:
