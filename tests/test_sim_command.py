@@ -50,10 +50,11 @@ def test_a_bad_generation_config_override_is_refused(text: str) -> None:
 
 
 @pytest.mark.slow
-def test_the_simulator_takes_the_argv_the_launcher_builds_for_vllm(tmp_path: object) -> None:
+@pytest.mark.parametrize("entry", ["pagegate.sim", "pagegate.cli sim"], ids=["module", "cli"])
+def test_the_simulator_takes_the_argv_the_launcher_builds_for_vllm(entry: str) -> None:
     port = free_port()
     settings = VllmSettings(
-        "allenai/olmOCR-2-7B-1025-FP8", command=f"{sys.executable} -m pagegate.sim {{model}}",
+        "allenai/olmOCR-2-7B-1025-FP8", command=f"{sys.executable} -m {entry} {{model}}",
         port=port, served_model_name="ocr-under-test", max_num_seqs=4,
         gpu_memory_utilization=0.9, extra_args=("--enforce-eager", "--api-server-count", "1"),
     )

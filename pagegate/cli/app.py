@@ -20,7 +20,7 @@ from pagegate.cli.demo import demo_command
 from pagegate.cli.plan import plan_command
 from pagegate.cli.run import reprocess_command, run_command
 from pagegate.cli.stats import stats_command
-from pagegate.sim.command import sim_command
+from pagegate.sim.command import SIM_CONTEXT, sim_command
 
 app = typer.Typer(
     name="pagegate",
@@ -33,7 +33,11 @@ app.command("reprocess")(reprocess_command)
 app.command("demo")(demo_command)
 app.command("plan")(plan_command)
 app.command("stats")(stats_command)
-app.command("sim", help="Serve the vLLM-compatible simulator (OpenAI API + /metrics).")(sim_command)
+app.command(
+    "sim",
+    help="Serve the vLLM-compatible simulator (OpenAI API + /metrics).",
+    context_settings=SIM_CONTEXT,  # takes `vllm serve` flags, as python -m pagegate.sim does
+)(sim_command)
 app.add_typer(blocks_app)
 
 if __name__ == "__main__":
