@@ -4,6 +4,7 @@
   order follows a page's way through the system, with the shared vocabulary at the
   bottom and the shells (CLI, Prefect tasks and flows) at the top. An import that runs
   back up, or sideways (hence no cycle), fails with the module and line that made it.
+- A module stays short enough to read in one sitting, or says in its docstring why not.
 - Nothing points at files outside the repository: a user's clone has only this tree.
 """
 
@@ -96,6 +97,21 @@ def test_the_layer_check_sees_a_wrong_import(tmp_path: Path) -> None:
     sample = tmp_path / "m.py"
     sample.write_text("def f():\n    from pagegate.ocr.job import process_pdf\n")
     assert imports_of(sample) == [("pagegate.ocr.job", 2)]
+
+
+MAX_MODULE_LINES = 350
+LONG_MODULE_NOTE = "Why one long module:"
+
+
+def test_modules_are_short_or_say_why() -> None:
+    long = []
+    for path in source_files():
+        text = path.read_text()
+        lines = text.count("\n")
+        says_why = LONG_MODULE_NOTE in (ast.get_docstring(ast.parse(text)) or "")
+        if lines > MAX_MODULE_LINES and not says_why:
+            long.append(f"{path.relative_to(REPO)}: {lines} lines")
+    assert long == [], f"split these, or give the reason in a '{LONG_MODULE_NOTE}' paragraph"
 
 
 # Names of the team's reference notes, which live outside the repository.
