@@ -65,3 +65,17 @@ def test_every_rejected_kind_names_both_libraries(kind: str) -> None:
 def test_the_header_window_is_1024_bytes() -> None:
     assert has_header(b"x" * 1019 + b"%PDF-1.4")
     assert not has_header(b"x" * 1020 + b"%PDF-1.4")
+
+
+@pytest.mark.parametrize(
+    ("data", "shown"),
+    [
+        (b"<!DOCTYPE html>\n<html>", r"starts with '<!DOCTYPE html>\n<html>'"),
+        (bytes.fromhex("cd072cd8be6f9f62ac4c09c2") * 8, "starts with bytes cd 07 2c d8 be 6f 9f 62"),
+    ],
+    ids=["text", "binary"],
+)
+def test_a_non_pdf_says_how_it_starts_in_words_an_operator_reads(data: bytes, shown: str) -> None:
+    with pytest.raises(InputError) as caught:
+        open_pdf(data)
+    assert caught.value.reason == "not_a_pdf" and shown in str(caught.value)

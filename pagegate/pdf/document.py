@@ -231,7 +231,16 @@ def _not_a_pdf(data: PdfInput, both: str) -> str:
     if not head:
         return f"not a PDF: the file is empty ({both})"
     return (f"not a PDF: no {HEADER.decode()} header in the first {HEADER_WINDOW} bytes "
-            f"(starts with {head[:40]!r}) and no PDF body ({both})")
+            f"(starts with {_describe_start(head)}) and no PDF body ({both})")
+
+
+def _describe_start(head: bytes) -> str:
+    """The file's first bytes as an operator reads them: text as text, binary as hex."""
+    start = head[:40]
+    printable = sum(32 <= b < 127 or b in b"\t\r\n" for b in start)
+    if printable >= 0.9 * len(start):
+        return repr(start.decode("ascii", "replace"))
+    return "bytes " + start[:8].hex(" ")
 
 
 def _open_pdfium(
