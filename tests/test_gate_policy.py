@@ -44,7 +44,7 @@ from pagegate.admission.policy import (
 from pagegate.server.metrics import Reading
 
 CFG = GateConfig()
-PARTS = ("signals", "concurrency", "bucket", "rates", "units")
+PARTS = ("signals", "concurrency", "bucket", "rates", "units", "front")
 
 
 def replace(state: GateState, **values: Any) -> GateState:
@@ -645,7 +645,11 @@ def test_the_dry_clock_stops_when_credits_return_or_nobody_waits() -> None:
 # ------------------------------------------------------------------------- pacing: C
 
 
-def _steady(limit: int, in_flight: int, *, peak: float = 0.0, slow_start: bool = True) -> GateState:
+def _steady(
+    limit: int, in_flight: int, *, peak: float = 0.0, slow_start: bool = True, acked: int = 10_000
+) -> GateState:
+    """A gate with C at `limit`, `in_flight` pages out, and `acked` pages back since the
+    last reading (plenty by default, so that only the rule under test bounds growth)."""
     state = initial_state(0.0, CFG)
     return replace(
         state,
@@ -653,6 +657,8 @@ def _steady(limit: int, in_flight: int, *, peak: float = 0.0, slow_start: bool =
         in_flight=in_flight,
         peak=peak,
         slow_start=slow_start,
+        acked=acked,
+        estimated=True,
         reading=reading(0.0, running=int(peak)),
         last_scrape_ok=True,
     )
@@ -740,9 +746,9 @@ def test_preemptions_cut_the_limit_multiplicatively() -> None:
     state = _steady(100, 100, peak=100.0, slow_start=False)
     state = observe(state, reading(1.0, running=100, preemptions=7.0), CFG)
     assert state.limit == 105  # first sight of the counter is a baseline: room, so growth
-    state = observe(state, reading(2.0, running=100, preemptions=9.0), CFG)
+    state = observe(replace(state, acked=50), reading(2.0, running=100, preemptions=9.0), CFG)
     assert state.limit == 90  # 0.9 x the 100 in flight
-    state = observe(state, reading(3.0, running=100, preemptions=9.0), CFG)
+    state = observe(replace(state, acked=50), reading(3.0, running=100, preemptions=9.0), CFG)
     assert state.limit == 95  # no new preemption: additive growth resumes
 
 
@@ -750,6 +756,7 @@ def test_a_preemption_counter_reset_is_not_a_signal() -> None:
     state = _steady(100, 100, peak=100.0, slow_start=False)
     state = observe(state, reading(1.0, running=100, preemptions=50.0), CFG)
     grown = state.limit
+    state = replace(state, acked=50)  # pages came back meanwhile
     state = observe(state, reading(2.0, running=100, preemptions=0.0), CFG)  # server restarted
     assert state.limit > grown
 
@@ -770,20 +777,39 @@ def test_capacity_outcomes_back_off_once_per_poll_interval(times: list[float], e
     assert not state.slow_start
 
 
+def _front_learned(latency_s: float, drain: float) -> GateState:
+    """A gate whose front end has shown `latency_s` and whose pages drain at `drain`/s."""
+    state = _steady(50, 0)
+    state = replace(state, latencies=((1.0, latency_s),), at=1.0, sent_seen=100,
+                    drain_num=drain * 30.0, drain_den=30.0)
+    return state
+
+
 @pytest.mark.parametrize(
     ("in_flight", "running", "waiting", "queue"),
     [
         (10, 10, 0, 0.0),    # everything reached the engine
-        (14, 10, 0, 0.0),    # 4 in transit: within the tolerance
-        (30, 10, 0, 16.0),   # 20 stuck before the engine: 16 beyond tolerance count as queue
-        (30, 10, 5, 16.0),   # waiting 5 + gap (30 - 15 - 4 = 11)
+        (15, 10, 0, 0.0),    # 5 in the front end: 10 pages/s x 0.5 s, the pipeline itself
+        (30, 10, 0, 15.0),   # 20 before the engine: 15 beyond the stage's 5 count as queue
+        (30, 10, 5, 15.0),   # waiting 5 + gap (30 - 15 - 5 = 10)
         (5, 100, 3, 3.0),    # another tenant's requests: a negative gap is no signal
     ],
 )
-def test_frontend_gap_counts_as_queue(in_flight: int, running: int, waiting: int, queue: float) -> None:
-    state = _steady(50, 0)
-    state = observe(state, reading(1.0, running=running, waiting=waiting), CFG, in_flight_at_scrape=in_flight)
+def test_the_front_ends_excess_over_rate_times_latency_counts_as_queue(
+    in_flight: int, running: int, waiting: int, queue: float
+) -> None:
+    state = _front_learned(0.5, 10.0)
+    state = observe(state, reading(1.5, running=running, waiting=waiting), CFG,
+                    in_flight_at_scrape=in_flight, sent_at_scrape=105)
     assert state.queue == queue
+
+
+def test_without_a_rate_or_sends_the_front_end_is_no_signal() -> None:
+    state = observe(_steady(50, 0), reading(1.0, running=0), CFG,
+                    in_flight_at_scrape=40, sent_at_scrape=40)
+    assert state.queue == 0.0  # nothing completed yet: no rate, no tolerance
+    state = observe(_front_learned(0.5, 10.0), reading(1.5, running=0), CFG)
+    assert state.queue == 0.0  # a holder that never calls sent(): no counts
 
 
 @pytest.mark.parametrize(("peak", "band"), [(0.0, (0.5, 2.0)), (40.0, (0.5, 2.0)), (400.0, (5.0, 20.0))])
@@ -892,6 +918,8 @@ class Referee:
         self.generated = 0.0
         self.holds: set[Reason] = set()
         self.peak_in_flight = 0
+        self.peak_limit = 0
+        self.back_unspent = 0  # pages the server finished since C last grew
 
     def waiters_arrive(self, n: int) -> None:
         self.state = with_waiters(self.state, n)
@@ -922,7 +950,13 @@ class Referee:
             generated=self.generated,
             healthy=healthy,
         )
+        before = self.state.limit
         self.state = observe(self.state, r, self.config)
+        grown = self.state.limit - before
+        if grown > 0:  # growth is paid for by pages back: at most L = 2 each (RFC 3465)
+            per_page = self.config.tuning.slow_start_per_completion
+            assert grown <= per_page * self.back_unspent, "C grew more than pages came back"
+            self.back_unspent = 0
 
     def scrape_fails(self) -> None:
         self.state = observe_failure(self.state, self.now, self.config)
@@ -933,6 +967,7 @@ class Referee:
         unit, sent_at = self.pages.pop(index % len(self.pages))
         if outcome.server_finished and unit == self.state.units_released:
             self.latest_unit_done += 1
+        self.back_unspent += outcome.server_finished
         self.state = on_outcome(
             self.state, outcome, unit, self.now, self.config, dispatched_at=sent_at
         )
@@ -967,6 +1002,7 @@ class Referee:
             self.pages.append((unit, now))
             self.queued -= 1
         self.peak_in_flight = max(self.peak_in_flight, self.state.in_flight)
+        self.peak_limit = max(self.peak_limit, self.state.limit)
         wake = next_wake_at(self.state, decide_release(self.state, now, config), now, config)
         assert wake is None or wake > now, "a wake-up in the past would spin the loop"
 
@@ -1082,13 +1118,18 @@ def test_long_random_walk_exercises_every_rule() -> None:
             )
         elif roll < 0.53:
             ref.scrape_fails()
-        elif roll < 0.63:
-            ref.page_finishes(rng.randint(0, 1000), rng.choice(outcomes))
+        elif roll < 0.63:  # mostly answered, a few at once: C grows only on pages back
+            outcome = rng.choice([*outcomes, Outcome.OK, Outcome.OK])
+            for _ in range(rng.randint(1, 3)):
+                ref.page_finishes(rng.randint(0, 1000), outcome)
         else:
             ref.decide()
         ref.check()
-    assert len(ref.releases) > 150
-    assert ref.peak_in_flight == MACHINE_CONFIG.max_in_flight_pages  # the cap was reached
+    assert len(ref.releases) > 100
+    # C reached the cap and was clamped there (check() holds in_flight <= cap throughout);
+    # with growth clocked by pages back, the walk's in-flight count seldom follows it up.
+    assert ref.peak_limit == MACHINE_CONFIG.max_in_flight_pages
+    assert ref.peak_in_flight > MACHINE_CONFIG.initial_concurrency - 1
     for reason in (Reason.COOLDOWN, Reason.PROGRESS, Reason.PEAK_RATIO, Reason.STALE,
                    Reason.SCRAPE_FAILED, Reason.CREDITS_LEFT, Reason.NO_DEMAND,
                    Reason.UNHEALTHY, Reason.STALLED):

@@ -137,12 +137,17 @@ def test_fifty_waiters_and_a_flip_to_low_release_exactly_one_unit() -> None:
             await clock.advance(1.0)
             assert gate.snapshot()["releases"] == 1
             assert gate.state.open_credits + gate.state.admitted_total == 5
-            for _ in range(3):  # pacing may spread the unit over a few seconds (C shrank
-                await clock.advance(1.0)  # to its floor while the server was busy)
+            for _ in range(3):
+                await clock.advance(1.0)
+            # C shrank to its floor (4) while the server was busy, and grows only as
+            # pages come back: the unit's fifth page waits for the first completions.
+            assert workers.admitted == [0, 1, 2, 3]
+            workers.finish(0, 1, 2, 3)
+            await clock.advance(1.0)
             assert workers.admitted == [0, 1, 2, 3, 4]  # exactly one unit, FIFO
             assert gate.snapshot()["releases"] == 1
 
-            workers.finish(0, 1, 2, 3, 4)  # progress, but the cooldown still holds
+            workers.finish(4)  # progress, but the cooldown still holds
             released_at = gate.snapshot()["last_release_at"]
             while clock.now() < released_at + 29.0:
                 await clock.advance(1.0)
@@ -150,7 +155,11 @@ def test_fifty_waiters_and_a_flip_to_low_release_exactly_one_unit() -> None:
             assert gate.snapshot()["last_decision"] == "cooldown"
 
             await clock.advance(1.0)  # 30 s after the first release
-            assert workers.admitted == list(range(10))
+            assert workers.admitted == list(range(9))  # C (4, unused since) lets four go
+            assert gate.snapshot()["releases"] == 2
+            workers.finish(5)
+            await clock.advance(1.0)
+            assert workers.admitted == list(range(10))  # the unit's last page, FIFO
             assert gate.snapshot()["releases"] == 2
             await workers.stop()
 
@@ -201,8 +210,9 @@ def test_a_finished_page_wakes_the_loop_to_admit_the_next() -> None:
 # ------------------------------------------------------------------------- frontend gap, latency
 
 
-def test_frontend_gap_counts_only_requests_sent_a_poll_interval_ago() -> None:
-    """Pages still rendering inside their permit are not a backlog in the server's front end."""
+def test_the_front_end_sees_only_requests_sent() -> None:
+    """Pages still rendering inside their permit are not on the wire: the front end's
+    gap and its sends count only requests whose holder called `sent()` (once each)."""
 
     async def scenario() -> None:
         clock = FakeClock()
@@ -221,20 +231,20 @@ def test_frontend_gap_counts_only_requests_sent_a_poll_interval_ago() -> None:
             assert len(permits) == 20
             for _ in range(3):  # 20 pages "rendering": admitted, nothing sent
                 await clock.advance(1.0)
-            assert gate.snapshot()["queue_estimate"] == 0.0
+            assert (gate.state.front.gap, gate.state.front.sent_seen) == (0.0, 0)
 
             for permit in permits[:10]:
                 permit.sent()
                 permit.sent()  # twice is harmless
-            await clock.advance(1.0)  # sent at t = 3, scraped at t = 4: in transit, not stuck
-            assert gate.snapshot()["queue_estimate"] == 0.0
-            await clock.advance(1.0)  # a poll interval later the engine still counts none
-            assert gate.snapshot()["queue_estimate"] == 10 - 4  # beyond the tolerance of 4
+            await clock.advance(1.0)
+            assert (gate.state.front.gap, gate.state.front.sent_seen) == (10.0, 10)
+            assert gate.snapshot()["frontend_latency"] is not None
+            assert gate.snapshot()["queue_estimate"] == 0.0  # no page back: no rate yet
 
             hold.set()
             await asyncio.gather(*tasks)
             await clock.advance(1.0)
-            assert gate.snapshot()["queue_estimate"] == 0.0  # finished pages leave the count
+            assert gate.state.front.gap == 0.0  # finished pages leave the count
 
     run(scenario)
 
@@ -543,5 +553,60 @@ def test_slot_before_start_is_an_error() -> None:
         with pytest.raises(RuntimeError, match="not started"):
             async with gate.slot("g"):
                 pass
+
+    run(scenario)
+
+
+class HoldingEngine:
+    """A stand-in server whose gauges always look calm: nothing waiting, and running is
+    exactly what it holds of ours (the gate's pages in flight)."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.gate: Gate | None = None
+
+    async def __call__(self) -> Reading:
+        held = 0 if self.gate is None else self.gate.state.in_flight
+        return Reading(waiting=0, running=held, kv_usage=0.1, at=self.clock.now())
+
+
+def test_a_hung_engine_with_calm_gauges_gets_no_more_pages_until_pages_come_back() -> None:
+    """The engine stops completing for 12 s while its gauges stay calm (a hung engine
+    looks like this: vLLM #39863). C grows only on pages back, so once the pages in
+    flight fill C nothing more is admitted during the stall; when pages come back
+    again, C grows again."""
+
+    async def scenario() -> None:
+        clock = FakeClock()
+        engine = HoldingEngine(clock)
+        config = unit_of(1000, initial_concurrency=8, max_in_flight_pages=1000)
+        async with Gate(config, engine, clock) as gate:
+            engine.gate = gate
+            workers = Workers(gate)
+            workers.start(400)
+            finished = 0
+            for _ in range(3):  # a healthy start: every page comes back within a second
+                await clock.advance(1.0)
+                admitted = len(workers.admitted)
+                workers.finish(*range(finished, admitted))
+                finished = admitted
+            await clock.advance(1.0)
+            assert gate.state.limit > 8  # C grew on the pages that came back
+
+            stall_start = len(workers.admitted)
+            await clock.advance(3.0)  # the stall's first 3 s: C's room is used up
+            after_three = len(workers.admitted)
+            for _ in range(9):  # 9 more calm seconds, nothing back
+                await clock.advance(1.0)
+            assert len(workers.admitted) == after_three  # not one page more
+            assert after_three - stall_start <= gate.state.limit
+
+            limit = gate.state.limit
+            workers.finish(*range(finished, finished + 10))  # the engine answers again
+            await clock.advance(1.0)
+            await clock.advance(1.0)
+            assert gate.state.limit > limit
+            assert len(workers.admitted) > after_three
+            await workers.stop()
 
     run(scenario)

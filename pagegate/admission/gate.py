@@ -102,7 +102,7 @@ class Gate:
         self._pauses = 0
         self._unavailable_failures = 0
         self._outcomes = {o.value: 0 for o in Outcome}
-        self._on_the_wire = OnTheWire(self._clock, config.poll_interval_seconds)
+        self._on_the_wire = OnTheWire(self._clock)
 
     @classmethod
     def for_metrics_url(
@@ -270,6 +270,7 @@ class Gate:
                     scrape.reading,
                     self.config,
                     in_flight_at_scrape=scrape.in_flight_at_start,
+                    sent_at_scrape=scrape.sent_at_start,
                 )
 
     def _decide(self, now: float) -> ReleaseDecision:

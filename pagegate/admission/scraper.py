@@ -4,12 +4,12 @@ The task only scrapes and delivers; the gate's decision loop folds the results i
 policy. A scrape that fails or outlasts scrape_timeout_seconds (on the gate's clock) is
 delivered as a failure, never as a zero reading.
 
-Each scrape carries our count of requests on the wire when it started, for the frontend
-gap (our requests the engine does not count yet). It counts only requests sent over a
-poll interval ago: a holder calls `permit.sent()` right before its HTTP request, so pages
-still rendering inside their permit never look like a backlog in the server's front end,
-and a request sent a moment before the scrape is in transit, not stuck. A holder that
-never calls `sent()` gives no gap signal (the other signals still apply).
+Each scrape carries our count of requests on the wire when it started and how many we
+had sent in all by then, for the front end as a pipeline stage (policy/frontend.py: our
+requests the engine does not count yet, and how long they take to reach it). A holder
+calls `permit.sent()` right before its HTTP request, so pages still rendering inside
+their permit are not on the wire. A holder that never calls `sent()` gives no front-end
+signal (the other signals still apply).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ MetricsSource = Callable[[], Awaitable[Reading]]
 class Scrape:
     reading: Reading
     in_flight_at_start: int  # our requests on the wire when the scrape started
+    sent_at_start: int = 0   # our requests sent in all by then
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,13 +41,13 @@ class ScrapeFailure:
 
 
 class OnTheWire:
-    """When each of our requests left (see the module docstring)."""
+    """Our requests on the wire and how many were sent (see the module docstring)."""
 
-    def __init__(self, clock: Clock, poll_interval_seconds: float) -> None:
+    def __init__(self, clock: Clock) -> None:
         self._clock = clock
-        self._poll = poll_interval_seconds
         self._sent_at: dict[int, float] = {}  # page serial -> when its request left
         self._serial = 0
+        self.sent_total = 0
 
     def new_page(self) -> int:
         """A serial for a page just admitted."""
@@ -54,15 +55,16 @@ class OnTheWire:
         return self._serial
 
     def sent(self, serial: int) -> None:
+        if serial not in self._sent_at:
+            self.sent_total += 1
         self._sent_at[serial] = self._clock.now()
 
     def done(self, serial: int) -> None:
         self._sent_at.pop(serial, None)
 
-    def __call__(self, now: float) -> int:
-        """Requests sent over a poll interval ago: the engine should count them by now."""
-        cutoff = now - self._poll
-        return sum(1 for at in self._sent_at.values() if at < cutoff)
+    def __call__(self) -> tuple[int, int]:
+        """(requests on the wire now, requests sent in all)."""
+        return len(self._sent_at), self.sent_total
 
 
 async def poll_forever(
@@ -70,16 +72,17 @@ async def poll_forever(
     clock: Clock,
     config: GateConfig,
     *,
-    on_the_wire: Callable[[float], int],
+    on_the_wire: Callable[[], tuple[int, int]],
     deliver: Callable[[Scrape | ScrapeFailure], None],
 ) -> None:
     """Scrape, deliver, sleep one poll interval; until cancelled.
 
-    `on_the_wire(now)` counts our requests the engine should see by now; it is taken
-    when the scrape starts, so pages sent while the scrape is in transit do not count.
+    `on_the_wire()` gives (our requests on the wire, our requests sent in all); it is
+    taken when the scrape starts, so pages sent while the scrape is in transit do not
+    count.
     """
     while True:
-        in_flight = on_the_wire(clock.now())
+        in_flight, sent = on_the_wire()
         try:
             reading = await within(
                 metrics(), clock, config.scrape_timeout_seconds, "metrics scrape"
@@ -89,5 +92,5 @@ async def poll_forever(
         except Exception as exc:
             deliver(ScrapeFailure(clock.now(), repr(exc)))
         else:
-            deliver(Scrape(reading, in_flight))
+            deliver(Scrape(reading, in_flight, sent))
         await clock.sleep(config.poll_interval_seconds)

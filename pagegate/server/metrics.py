@@ -8,7 +8,17 @@ label set: queue gauges and counters are summed; KV usage is the maximum, becaus
 fullest engine is the one that preempts.
 
 Samples are matched by exact name, so `vllm:num_requests_waiting_by_reason` (which a
-prefix grep would also match) never adds to the waiting count.
+prefix grep would also match) never adds to the waiting count. Two newer series are read
+where a server exports them (vLLM 0.32; the simulator too), and are None elsewhere:
+`vllm:num_requests_waiting_by_reason` (PR #38435: reason `capacity` waits for scheduling
+room, the real backlog; `deferred` waits on LoRA budget or KV transfer, which more pages
+do not change) and `vllm:cache_config_info`, an info gauge whose labels carry
+`kv_cache_size_tokens` (num_gpu_blocks x block_size) and `kv_cache_max_concurrency` (that
+over max_model_len), one label set per engine (vllm/v1/metrics/loggers.py
+`log_metrics_info`).
+
+Only the lines of the wanted families reach the Prometheus parser: vLLM's page carries
+dozens of histograms, and the gate scrapes it several times a second on a small server.
 """
 
 from __future__ import annotations
@@ -27,8 +37,13 @@ KV_USAGE = "vllm:kv_cache_usage_perc"
 KV_USAGE_LEGACY = "vllm:gpu_cache_usage_perc"
 PREEMPTIONS = "vllm:num_preemptions_total"
 GENERATION_TOKENS = "vllm:generation_tokens_total"
+WAITING_BY_REASON = "vllm:num_requests_waiting_by_reason"
+CACHE_CONFIG = "vllm:cache_config_info"
 
-_WANTED = frozenset({WAITING, RUNNING, KV_USAGE, KV_USAGE_LEGACY, PREEMPTIONS, GENERATION_TOKENS})
+_WANTED = frozenset({WAITING, RUNNING, KV_USAGE, KV_USAGE_LEGACY, PREEMPTIONS, GENERATION_TOKENS,
+                     WAITING_BY_REASON, CACHE_CONFIG})
+_FAMILIES = tuple(sorted({name.removesuffix("_total") for name in _WANTED}))
+"""Prefixes of the lines worth parsing (a counter's family is its name without _total)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,20 +62,42 @@ class Reading:
     preemptions_total: float | None = None
     generation_tokens_total: float | None = None
     healthy: bool = True
+    waiting_capacity: int | None = None          # waiting for scheduling room (by_reason)
+    waiting_deferred: int | None = None          # waiting on something more pages do not change
+    kv_cache_size_tokens: int | None = None      # KV tokens, summed over engines
+    kv_max_concurrency: float | None = None      # max_model_len requests the KV holds, summed
+
+    @property
+    def backlog(self) -> int:
+        """Requests waiting for room: `capacity` where the server splits them, else all
+        (never more than the waiting gauge: the reasons add up to it)."""
+        if self.waiting_capacity is None:
+            return self.waiting
+        return min(self.waiting, self.waiting_capacity)
 
 
 def parse_vllm_metrics(text: str, *, at: float) -> Reading:
     """Turn a /metrics page into a `Reading` stamped `at`; raise MetricsError if unusable."""
     values: dict[str, list[float]] = {}
+    by_reason: dict[str, float] = {}
+    cache: dict[str, list[float]] = {}
     try:
-        for family in text_string_to_metric_families(text):
+        for family in text_string_to_metric_families(_wanted_lines(text)):
             for sample in family.samples:
-                if sample.name in _WANTED:
+                if sample.name == WAITING_BY_REASON:
+                    reason = sample.labels.get("reason", "")
+                    by_reason[reason] = by_reason.get(reason, 0.0) + float(sample.value)
+                elif sample.name == CACHE_CONFIG:
+                    for label in ("kv_cache_size_tokens", "kv_cache_max_concurrency"):
+                        number = _label_number(sample.labels.get(label))
+                        if number is not None:
+                            cache.setdefault(label, []).append(number)
+                elif sample.name in _WANTED:
                     values.setdefault(sample.name, []).append(float(sample.value))
     except ValueError as exc:  # the parser's way of saying "not exposition format"
         raise MetricsError(f"cannot parse metrics text: {exc}") from exc
 
-    for name, found in values.items():
+    for name, found in [*values.items(), (WAITING_BY_REASON, list(by_reason.values()))]:
         if any(math.isnan(v) or math.isinf(v) for v in found):
             raise MetricsError(f"{name} is not a finite number")
 
@@ -79,7 +116,34 @@ def parse_vllm_metrics(text: str, *, at: float) -> Reading:
         at=at,
         preemptions_total=total(PREEMPTIONS),
         generation_tokens_total=total(GENERATION_TOKENS),
+        waiting_capacity=round(by_reason["capacity"]) if "capacity" in by_reason else None,
+        waiting_deferred=round(by_reason["deferred"]) if "deferred" in by_reason else None,
+        kv_cache_size_tokens=(round(sum(cache["kv_cache_size_tokens"]))
+                              if "kv_cache_size_tokens" in cache else None),
+        kv_max_concurrency=(sum(cache["kv_cache_max_concurrency"])
+                            if "kv_cache_max_concurrency" in cache else None),
     )
+
+
+def _wanted_lines(text: str) -> str:
+    """The page's lines that belong to a wanted family (HELP/TYPE lines included)."""
+    keep = []
+    for line in text.splitlines():
+        name = line.split(" ", 3)[2] if line.startswith("# ") and line.count(" ") >= 2 else line
+        if name.startswith(_FAMILIES):
+            keep.append(line)
+    return "\n".join(keep) + "\n"
+
+
+def _label_number(value: str | None) -> float | None:
+    """An info gauge's numeric label ("9216", "1.125"), None when absent or not a number."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) and number >= 0.0 else None
 
 
 def metrics_url_for(server_base_url: str) -> str:

@@ -19,7 +19,8 @@ PAGE pacing, "how many credited pages may be on the wire right now?"
     it drains them, never as one burst. The server's metrics are the truth, so several
     flow runs sharing one server all back off together.
 
-Parts: signals (readings: peak, queue, freshness, stalls, pauses), limit (C), pacing
+Parts: frontend (the API server as a pipeline stage: what of the gap is a queue),
+signals (readings: peak, queue, freshness, stalls, pauses), limit (C), pacing
 (the bucket), rates (drain, latency, service rate), units (credits, rules, sizing).
 Each has a frozen state and pure functions; state.py holds them together in GateState
 and gate_policy.py composes them into the calls the runtime makes. The settings are in
@@ -33,6 +34,7 @@ from pagegate.admission.policy.gate_policy import (
     decide_release,
     dispatch,
     drain_rate,
+    frontend_tolerance,
     mean_latency,
     next_token_at,
     next_wake_at,
@@ -63,6 +65,7 @@ __all__ = [
     "decide_release",
     "dispatch",
     "drain_rate",
+    "frontend_tolerance",
     "initial_state",
     "mean_latency",
     "next_token_at",

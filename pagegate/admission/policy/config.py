@@ -23,7 +23,9 @@ class GateTuning(NamedTuple):
 
     # signals: what a reading says
     stall_after_seconds: float | None = 60.0
-    frontend_gap_tolerance: int = 4
+    # frontend: the API server as a pipeline stage
+    frontend_smoothing_polls: float = 4.0
+    frontend_min_entered: float = 1.0
     # limit: the adaptive concurrency limit C
     min_concurrency: int = 4
     waiting_band_fraction: float = 0.05
@@ -34,6 +36,7 @@ class GateTuning(NamedTuple):
     excess_cut_share: float = 0.5
     regrow_peak_share: float = 0.5
     additive_growth_fraction: float = 0.05
+    slow_start_per_completion: float = 2.0
     kv_signal_floor: float = 0.05
     preemption_backoff: float = 0.9
     capacity_backoff: float = 0.5
@@ -56,7 +59,8 @@ class GateTuning(NamedTuple):
         checks = [
             (self.stall_after_seconds is None or self.stall_after_seconds > 0.0,
              "stall_after_seconds must be > 0 or None"),
-            (self.frontend_gap_tolerance >= 0, "frontend_gap_tolerance must be >= 0"),
+            (self.frontend_smoothing_polls > 0.0, "frontend_smoothing_polls must be > 0"),
+            (self.frontend_min_entered > 0.0, "frontend_min_entered must be > 0"),
             (self.min_concurrency >= 1, "min_concurrency must be >= 1"),
             (self.waiting_band_fraction >= 0.0, "waiting_band_fraction must be >= 0"),
             (self.waiting_band_min >= 0.0, "waiting_band_min must be >= 0"),
@@ -66,6 +70,7 @@ class GateTuning(NamedTuple):
             (0.0 < self.excess_cut_share <= 1.0, "excess_cut_share must be in (0, 1]"),
             (0.0 <= self.regrow_peak_share <= 1.0, "regrow_peak_share must be in [0, 1]"),
             (self.additive_growth_fraction >= 0.0, "additive_growth_fraction must be >= 0"),
+            (self.slow_start_per_completion >= 1.0, "slow_start_per_completion must be >= 1"),
             (0.0 < self.kv_signal_floor < 1.0, "kv_signal_floor must be in (0, 1)"),
             (0.0 < self.preemption_backoff < 1.0, "preemption_backoff must be in (0, 1)"),
             (0.0 < self.capacity_backoff < 1.0, "capacity_backoff must be in (0, 1)"),

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pagegate.admission.base import Outcome
-from pagegate.admission.policy import limit, pacing, rates, signals, units
+from pagegate.admission.policy import frontend, limit, pacing, rates, signals, units
 from pagegate.admission.policy.config import GateConfig
 from pagegate.admission.policy.reasons import Reason, ReleaseDecision, hold
 from pagegate.admission.policy.state import GateState
@@ -28,34 +28,43 @@ def observe(
     config: GateConfig,
     *,
     in_flight_at_scrape: int | None = None,
+    sent_at_scrape: int | None = None,
 ) -> GateState:
-    """Fold a good scrape in: the signals and the drain; on a usable reading, C and
-    whether the last unit ran dry while the server had room.
+    """Fold a good scrape in: the front end, the signals and the drain; on a usable
+    reading, C and whether the last unit ran dry while the server had room.
 
-    `in_flight_at_scrape` is our in-flight count when the scrape started; it measures
-    the frontend gap more fairly than the count after the scrape, which may include
-    pages sent while it was in transit.
+    `in_flight_at_scrape` is our count of requests on the wire when the scrape started
+    (the count after it may include pages sent while it was in transit), and
+    `sent_at_scrape` how many we had sent in all by then; without them the front end is
+    no signal.
     """
     if signals.out_of_order(state.signals, reading):
         return state
-    on_wire = state.in_flight if in_flight_at_scrape is None else in_flight_at_scrape
-    seen, preempted = signals.fold(state.signals, reading, on_wire, config)
+    front = state.front
+    excess = 0
+    if in_flight_at_scrape is not None and sent_at_scrape is not None:
+        gap = frontend.gap(in_flight_at_scrape, reading)
+        front = frontend.fold(front, reading.at, gap, sent_at_scrape, config)
+        excess = frontend.excess(gap, frontend.tolerance(front, rates.measured_drain(state.rates)))
+    seen, preempted = signals.fold(state.signals, reading, excess, config)
     drained = rates.sample_drain(
         state.rates, reading.at, state.completed_total, state.in_flight, config
     )
-    state = replace(state, signals=seen, rates=drained)
+    state = replace(state, signals=seen, rates=drained, front=front)
     if not signals.usable(seen, config):
         return state  # C stays frozen, and so does the dry clock
+    drain = rates.measured_drain(drained)
     concurrency = limit.steer(
-        state.concurrency,
+        limit.first_estimate(state.concurrency, reading, config),
         reading,
         queue=seen.queue,
         peak=seen.peak,
         in_flight=state.in_flight,
         preempted=preempted,
         config=config,
+        drain=drain,
     )
-    low, _ = limit.waiting_band(seen.peak, config)
+    low, _ = limit.waiting_band(seen.peak, config, drain)
     has_room = seen.queue < low and reading.kv_usage <= config.kv_cache_ceiling
     credit = units.after_reading(state.units, state.queued, server_has_room=has_room, now=reading.at)
     return replace(state, concurrency=concurrency, units=credit)
@@ -68,7 +77,12 @@ def observe_failure(state: GateState, at: float, config: GateConfig) -> GateStat
 
 def waiting_band(state: GateState, config: GateConfig) -> tuple[float, float]:
     """(low, high) bounds of the server queue C aims for (limit.waiting_band)."""
-    return limit.waiting_band(state.peak, config)
+    return limit.waiting_band(state.peak, config, rates.measured_drain(state.rates))
+
+
+def frontend_tolerance(state: GateState) -> int | None:
+    """Our requests the front end holds as a pipeline stage (frontend.tolerance)."""
+    return frontend.tolerance(state.front, rates.measured_drain(state.rates))
 
 
 def pause_reason(state: GateState, now: float, config: GateConfig) -> Reason | None:
@@ -215,6 +229,7 @@ def on_outcome(
             units=units.completed(state.units, unit_id),
             completed_total=state.completed_total + 1,
             rates=latencies,
+            concurrency=limit.completed(state.concurrency),
         )
     state = replace(state, units=units.give_back(state.units, unit_id))
     if outcome is Outcome.CAPACITY:

@@ -15,7 +15,24 @@ GPU always has the next request at hand and never a pile:
 - a queue below the band (below its top while the cache is filling up), with at least a
   share of C in use, grows C: doubling in slow start or far below the recent peak, bounded
   by the KV room, otherwise additively;
+- growth is clocked by completions, as TCP grows its window only on ACKs: a reading may
+  grow C by at most `slow_start_per_completion` pages per page that came back since the
+  previous reading in slow start (RFC 3465's limit L = 2 per ACK), by at most one per page
+  additively. A server that holds our pages and finishes none (a hung engine whose gauges
+  stay calm) gets no more of them;
 - a CAPACITY outcome (503/429/refused/timeout) cuts C multiplicatively, once per poll.
+
+The band's top is the largest of a floor, a share of the peak, and the pages the engine
+takes in between two of our readings (drain x poll interval, at most one peak's worth):
+the gate can refill the queue only after it has seen it shrink, so the queue must cover
+that much for the slots never to run empty in between, and more than a full batch never
+helps.
+
+C starts at `initial_concurrency` and, at the first usable reading of a server that
+exports `vllm:cache_config_info`, at least at the requests of full context the KV cache
+holds (`kv_max_concurrency` x the KV ceiling): a count the engine runs without
+preemption whatever the pages are. Tokens per page are not known before the first
+prefills; from there on the KV room projected from the live usage bounds slow start.
 
 C always stays within [concurrency_floor, max_in_flight_pages].
 """
@@ -38,21 +55,43 @@ class Concurrency:
     slow_start: bool = True
     cut_running: int = 0                     # running at the last queue cut
     last_backoff_at: float | None = None
+    acked: int = 0                           # completions since the last usable reading
+    estimated: bool = False                  # the first reading's KV estimate was applied
 
 
 def start(config: GateConfig) -> Concurrency:
     return Concurrency(limit=config.concurrency_start)
 
 
-def waiting_band(peak: float, config: GateConfig) -> tuple[float, float]:
+def waiting_band(peak: float, config: GateConfig, drain: float = 0.0) -> tuple[float, float]:
     """(low, high) bounds of the server queue C aims for.
 
-    high grows with the demonstrated batch (the peak) but stays below the peak ratio by
-    default (0.05 vs 0.1), so a queue inside the band never blocks releases.
+    high grows with the demonstrated batch (the peak), staying below the peak ratio by
+    default (0.05 vs 0.1) on a large server, and with what the engine takes in per poll
+    interval at `drain` pages/s, at most one peak's worth (module docstring).
     """
     tuning = config.tuning
-    high = max(tuning.waiting_band_min, tuning.waiting_band_fraction * peak)
+    refill = min(peak, drain * config.poll_interval_seconds)
+    high = max(tuning.waiting_band_min, tuning.waiting_band_fraction * peak, refill)
     return high * tuning.waiting_band_low_share, high
+
+
+def completed(concurrency: Concurrency) -> Concurrency:
+    """A page came back finished: one more completion to clock growth by."""
+    return replace(concurrency, acked=concurrency.acked + 1)
+
+
+def first_estimate(concurrency: Concurrency, reading: Reading, config: GateConfig) -> Concurrency:
+    """Start C at least at the full-context requests the KV cache holds (module docstring)."""
+    if concurrency.estimated:
+        return concurrency
+    concurrency = replace(concurrency, estimated=True)
+    if reading.kv_max_concurrency is None:
+        return concurrency
+    held = math.floor(reading.kv_max_concurrency * config.kv_cache_ceiling + FLOAT_SLACK)
+    if held <= concurrency.limit:
+        return concurrency
+    return _clamped(concurrency, held, config, slow_start=concurrency.slow_start)
 
 
 def room(concurrency: Concurrency, in_flight: int, config: GateConfig) -> int:
@@ -74,16 +113,28 @@ def steer(
     in_flight: int,
     preempted: bool,
     config: GateConfig,
+    drain: float = 0.0,
 ) -> Concurrency:
-    """One control step of C on a usable reading (see the module docstring)."""
+    """One control step of C on a usable reading (see the module docstring).
+
+    A step with C in use (at least limit_bound_share of it in flight) uses up the
+    completions counted since the last such step, whether it grows C or not; a step
+    with C mostly unused (between a group's last page back and the next one sent)
+    keeps them for the next, as TCP counts ACKs only while the window limits it
+    (RFC 7661). Cuts use them up too.
+    """
+    acked = concurrency.acked
     tuning = config.tuning
     limit = concurrency.limit
-    low, high = waiting_band(peak, config)
+    limit_bound = in_flight >= limit * tuning.limit_bound_share
+    concurrency = replace(concurrency, acked=0 if limit_bound else acked)
+    low, high = waiting_band(peak, config, drain)
     pressured = reading.kv_usage > config.kv_cache_ceiling
     if pressured:
         high = 0.0  # vLLM admits as blocks free: a queue would only feed preemptions
     if preempted:
         limit = min(limit, math.floor(in_flight * tuning.preemption_backoff))
+        concurrency = replace(concurrency, acked=0)
         return _clamped(concurrency, limit, config, slow_start=False, backoff_at=reading.at)
     if queue > high:
         excess = math.ceil((queue - high) * tuning.excess_cut_share)
@@ -92,16 +143,16 @@ def steer(
             and filling(reading, config)
             and reading.running > concurrency.cut_running
         )
-        concurrency = replace(concurrency, cut_running=reading.running)
+        concurrency = replace(concurrency, cut_running=reading.running, acked=0)
         return _clamped(concurrency, min(limit, in_flight - excess), config, slow_start=ramping)
-    limit_bound = in_flight >= limit * tuning.limit_bound_share
     grow_below = high if filling(reading, config) else low
-    if queue < grow_below and not pressured and limit_bound:
+    if queue < grow_below and not pressured and limit_bound and acked > 0:
         if concurrency.slow_start or limit < peak * tuning.regrow_peak_share:
             bound = _kv_room(reading, config)
             step = limit if bound is None else min(limit, bound)
+            step = min(step, math.floor(acked * tuning.slow_start_per_completion + FLOAT_SLACK))
         else:
-            step = max(1, math.ceil(limit * tuning.additive_growth_fraction))
+            step = min(acked, max(1, math.ceil(limit * tuning.additive_growth_fraction)))
         return _clamped(concurrency, limit + step, config, slow_start=concurrency.slow_start)
     return concurrency
 

@@ -2,8 +2,10 @@
 
 The peak is the decayed maximum of *running* requests: the batch the server has shown
 it can hold (waiting measures overload, not capacity). The queue the limit steers on is
-the server's waiting count plus our requests the engine does not count yet (stuck in
-HTTP or preprocessing), beyond a few in transit at the instant of the scrape. A reading
+the server's backlog (the requests waiting for scheduling room: reason `capacity` where
+the server splits its waiting count by reason, all of it otherwise) plus the front end's
+excess: our requests the engine does not count yet beyond what the front end holds as a
+pipeline stage (frontend.py). A reading
 is usable when the server reports itself healthy and its generated-token counter has
 moved recently while it held work; page dispatch pauses while it is not, or while the
 newest reading is stale. A failed scrape is a missing reading, never a zero one.
@@ -26,7 +28,7 @@ class Signals:
     last_scrape_ok: bool = False                 # False after a failed scrape
     last_usable_at: float | None = None          # newest reading that allowed admission
     peak: float = 0.0                            # decayed max of running requests
-    queue: float = 0.0                           # waiting + frontend backlog, last reading
+    queue: float = 0.0                           # backlog + front-end excess, last reading
     preemptions_seen: float | None = None
     generation_seen: float | None = None
     generation_moved_at: float | None = None
@@ -38,13 +40,12 @@ def out_of_order(signals: Signals, reading: Reading) -> bool:
 
 
 def fold(
-    signals: Signals, reading: Reading, in_flight: int, config: GateConfig
+    signals: Signals, reading: Reading, front_excess: int, config: GateConfig
 ) -> tuple[Signals, bool]:
     """Fold a good, in-order reading in; returns the new signals and whether a preemption
     happened since the previous reading.
 
-    `in_flight` is our count of pages on the wire when the scrape started, for the
-    frontend gap.
+    `front_excess` is the part of the front-end gap that is a queue (frontend.excess).
     """
     previous = signals.reading
     peak = float(reading.running)
@@ -57,8 +58,7 @@ def fold(
         and reading.preemptions_total > signals.preemptions_seen
     )
     generation_seen, generation_moved_at = _track_generation(signals, reading)
-    gap = in_flight - (reading.running + reading.waiting)  # negative: another tenant's requests
-    queue = reading.waiting + max(0, gap - config.tuning.frontend_gap_tolerance)
+    queue = reading.backlog + max(0, front_excess)
     signals = replace(
         signals,
         reading=reading,

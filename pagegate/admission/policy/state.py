@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from pagegate.admission.policy import limit, pacing
+from pagegate.admission.policy import frontend, limit, pacing
 from pagegate.admission.policy.config import GateConfig
+from pagegate.admission.policy.frontend import FrontEnd
 from pagegate.admission.policy.limit import Concurrency
 from pagegate.admission.policy.pacing import Bucket
 from pagegate.admission.policy.rates import Rates
@@ -28,6 +29,7 @@ class GateState:
     bucket: Bucket
     rates: Rates
     units: Units
+    front: FrontEnd = field(default_factory=FrontEnd)
     queued: int = 0                              # pages waiting at the gate
     in_flight: int = 0                           # pages holding a permit
     admitted_total: int = 0
@@ -48,6 +50,10 @@ class GateState:
     @property
     def queue(self) -> float:
         return self.signals.queue
+
+    @property
+    def front_latency(self) -> float | None:
+        return frontend.latency(self.front)
 
     @property
     def limit(self) -> int:
