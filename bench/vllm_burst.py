@@ -271,6 +271,7 @@ async def run_burst(
 
                 async def page(i: int) -> int:
                     async with admission.slot(f"group-{i // 50}") as permit:
+                        permit.sent()  # as PageOcr does: the request leaves now
                         sent = time.monotonic()
                         response = await _post(http, f"{base_url}/chat/completions", bodies[i])
                         latencies[i] = time.monotonic() - sent

@@ -128,36 +128,42 @@ class Workload:
     pages: int
     repeat_every: int | None = None
     """None: every page a distinct image (the default); K: images repeat every K pages."""
-    probe_period_s: float = 0.1
+    probe_period_s: float = 1.0
     """How often the separate /metrics probe samples during the bursts (deep queue, gate)."""
 
 
 def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
                   log: Callable[[str], None], *, first_salt: int = 1,
                   runs: tuple[str, ...] = ("deep queue", "gate")) -> dict[str, Any]:
-    """Closed loops over the sweep, the deep queue and the gate, each on fresh pages."""
+    """Closed loops over the sweep, the deep queue and the gate, each on fresh pages.
+
+    Every run goes through `run_burst` with the same /metrics probe: a closed loop of c
+    clients is all the pages at once through FixedLimit(c), each slot posting its next
+    page as its last one comes back. On two cores the probe's scrapes take API-server
+    time, so a yardstick measured without it would hold the runs to different loads.
+    """
     rows: list[dict[str, Any]] = []
     salt = first_salt
     pages = work.pages
-    for concurrency in sweep:
-        rate = asyncio.run(closed_loop(server.base_url, concurrency=concurrency, pages=pages,
-                                       salt=salt, repeat_every=work.repeat_every))
-        salt += 1
-        rows.append({"run": f"closed loop {concurrency}", "concurrency": concurrency,
-                     "pages_per_s": round(rate, 2), "peak_waiting": None})
-        log(f"closed loop, {concurrency} clients: {rate:.2f} pages/s")
     bursts: dict[str, Burst] = {}
-    openers = {"deep queue": lambda: fixed_cap(pages), "gate": gate_for(server.metrics_url)}
-    for name in runs:
-        burst = asyncio.run(run_burst(server.base_url, server.metrics_url, openers[name],
+    openers: list[tuple[str, int | None, Callable[[], AbstractAsyncContextManager[Admission]]]]
+    openers = [(f"closed loop {c}", c, _fixed(c)) for c in sweep]
+    named = {"deep queue": (pages, _fixed(pages)),
+             "gate": (None, gate_for(server.metrics_url))}
+    openers += [(name, *named[name]) for name in runs]
+    for name, concurrency, opener in openers:
+        burst = asyncio.run(run_burst(server.base_url, server.metrics_url, opener,
                                       pages=pages, salt=salt, period_s=work.probe_period_s,
                                       repeat_every=work.repeat_every))
         salt += 1
-        bursts[name] = burst
-        rows.append({"run": name if name == "gate" else f"deep queue FixedLimit({pages})",
-                     "concurrency": burst.snapshot.get("concurrency_limit", pages),
+        if not name.startswith("closed loop"):
+            bursts[name] = burst
+        label = f"deep queue FixedLimit({pages})" if name == "deep queue" else name
+        rows.append({"run": label,
+                     "concurrency": burst.snapshot.get("concurrency_limit", concurrency),
                      "pages_per_s": round(burst.pages_per_s, 2),
-                     "peak_waiting": burst.max_waiting, "statuses": burst.statuses})
+                     "peak_waiting": burst.max_waiting, "statuses": burst.statuses,
+                     "engine_idle_share": movement(burst, SLOTS)["engine_idle_share"]})
         log(f"{name}: {burst.pages_per_s:.2f} pages/s, peak waiting {burst.max_waiting}")
     report: dict[str, Any] = {"rows": rows, "next_salt": salt,
                               "timelines": {k: timeline(b) for k, b in bursts.items()}}
@@ -176,6 +182,10 @@ def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
         if yard:
             report["gate_ratio"] = round(gate.pages_per_s / report["yardstick"]["pages_per_s"], 3)
     return report
+
+
+def _fixed(limit: int) -> Callable[[], AbstractAsyncContextManager[Admission]]:
+    return lambda: fixed_cap(limit)
 
 
 def rounds_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -274,7 +284,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="the bursts of a round, comma-separated (deep queue, gate)")
     parser.add_argument("--repeat-every", type=int, default=None, metavar="K",
                         help="images repeat every K pages (default: all distinct)")
-    parser.add_argument("--probe-period", type=float, default=0.1,
+    parser.add_argument("--probe-period", type=float, default=1.0,
                         help="seconds between the /metrics probe's samples during bursts")
     parser.add_argument("--server-arg", action="append", default=[],
                         help="an extra vllm serve argument, e.g. --server-arg=--mm-processor-cache-gb=0")
