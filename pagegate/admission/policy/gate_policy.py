@@ -58,6 +58,7 @@ def observe(
         limit.first_estimate(state.concurrency, reading, config),
         reading,
         queue=seen.queue,
+        standing=signals.standing(seen),
         peak=seen.peak,
         in_flight=state.in_flight,
         preempted=preempted,
