@@ -6,7 +6,15 @@ from __future__ import annotations
 import pytest
 
 from pagegate.admission.policy import GateConfig
-from pagegate.admission.policy.frontend import FrontEnd, excess, fold, gap, latency, tolerance
+from pagegate.admission.policy.frontend import (
+    FrontEnd,
+    excess,
+    fold,
+    gap,
+    latency,
+    tolerance,
+    transit,
+)
 from pagegate.server.metrics import Reading
 
 CFG = GateConfig()  # poll 1 s, smoothing 4 polls, drain window 60 s
@@ -52,6 +60,17 @@ def test_the_stage_latency_is_littles_law_over_the_gap(
 ) -> None:
     front = stream([gap_held] * 10, sends_per_poll)
     assert latency(front) == pytest.approx(expected)
+
+
+def test_transit_is_the_newest_latency_queueing_included() -> None:
+    """Unlike the estimate without queues (the minimum), a refill's transit time is what
+    a request sent now takes: it rises with a queue in the stage at once."""
+    assert transit(FrontEnd(), CFG) == 0.0                        # nothing measured yet
+    front = stream([5] * 20, 10)
+    assert transit(front, CFG) == pytest.approx(0.5, rel=0.05)
+    front = stream([20] * 20, 10, start=front, t0=20.0)
+    assert transit(front, CFG) == pytest.approx(2.0, rel=0.05)    # queued: 2 s to the engine
+    assert latency(front) == pytest.approx(0.5)                   # the pipeline's own, as before
 
 
 def test_no_latency_before_requests_enter_the_stage() -> None:

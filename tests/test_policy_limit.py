@@ -63,21 +63,24 @@ def test_waiting_band(peak: float, tuning: GateTuning, band: tuple[float, float]
 
 
 @pytest.mark.parametrize(
-    ("peak", "drain", "poll", "high"),
+    ("peak", "drain", "poll", "transit", "cap", "high"),
     [
-        (4.0, 14.0, 0.25, 3.5),      # a 4-slot engine at 14 pages/s, polled every 0.25 s
-        (4.0, 40.0, 0.25, 4.0),      # never more than one batch (the peak)
-        (8.0, 27.0, 1.0, 8.0),       # ci: 27 pages a poll, but 8 slots
-        (65.0, 1.2, 1.0, 3.25),      # the 4090: the peak's share binds (0.05 x 65)
-        (413.0, 4.4, 1.0, 20.65),    # the H100: likewise
-        (0.0, 0.0, 1.0, 2.0),        # nothing measured: the floor
+        (4.0, 14.0, 0.25, 0.0, 2.0, 3.5),      # a 4-slot engine at 14 pages/s, polled every 0.25 s
+        (4.0, 16.0, 0.27, 0.19, 2.0, 7.36),    # ... and a refill's 0.19 s through the front end
+        (4.0, 16.0, 0.27, 1.0, 2.0, 8.0),      # never more than two batches (the peak)
+        (4.0, 40.0, 0.25, 0.0, 1.0, 4.0),      # a tuning of one batch
+        (8.0, 27.0, 1.0, 0.0, 2.0, 16.0),      # ci: 27 pages a poll, but 8 slots
+        (65.0, 1.2, 1.0, 0.1, 2.0, 3.25),      # the 4090: the peak's share binds (0.05 x 65)
+        (413.0, 4.4, 1.0, 0.1, 2.0, 20.65),    # the H100: likewise
+        (0.0, 0.0, 1.0, 0.0, 2.0, 2.0),        # nothing measured: the floor
     ],
 )
-def test_the_band_covers_what_the_engine_takes_in_per_poll(
-    peak: float, drain: float, poll: float, high: float
+def test_the_band_covers_what_the_engine_takes_in_while_a_refill_travels(
+    peak: float, drain: float, poll: float, transit: float, cap: float, high: float
 ) -> None:
-    config = GateConfig(poll_interval_seconds=poll, stale_after_seconds=5.0)
-    low, top = waiting_band(peak, config, drain)
+    config = GateConfig(poll_interval_seconds=poll, stale_after_seconds=5.0,
+                        tuning=GateTuning(refill_peak_cap=cap))
+    low, top = waiting_band(peak, config, drain, transit)
     assert top == pytest.approx(high)
     assert low == pytest.approx(high * 0.25)
 

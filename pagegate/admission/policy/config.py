@@ -32,6 +32,7 @@ class GateTuning(NamedTuple):
     waiting_band_fraction: float = 0.05
     waiting_band_min: float = 2.0
     waiting_band_low_share: float = 0.25
+    refill_peak_cap: float = 2.0
     filling_kv_share: float = 0.5
     limit_bound_share: float = 0.5
     excess_cut_share: float = 0.5
@@ -67,6 +68,7 @@ class GateTuning(NamedTuple):
             (self.waiting_band_fraction >= 0.0, "waiting_band_fraction must be >= 0"),
             (self.waiting_band_min >= 0.0, "waiting_band_min must be >= 0"),
             (0.0 <= self.waiting_band_low_share <= 1.0, "waiting_band_low_share must be in [0, 1]"),
+            (self.refill_peak_cap >= 0.0, "refill_peak_cap must be >= 0"),
             (0.0 < self.filling_kv_share <= 1.0, "filling_kv_share must be in (0, 1]"),
             (0.0 <= self.limit_bound_share <= 1.0, "limit_bound_share must be in [0, 1]"),
             (0.0 < self.excess_cut_share <= 1.0, "excess_cut_share must be in (0, 1]"),

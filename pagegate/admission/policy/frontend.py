@@ -74,6 +74,14 @@ def latency(front: FrontEnd) -> float | None:
     return min((w for _, w in front.latencies), default=None)
 
 
+def transit(front: FrontEnd, config: GateConfig) -> float:
+    """How long a request we send now takes to reach the engine: the newest Little's-law
+    latency, queueing in the stage included (0 until measured)."""
+    if front.entered < config.tuning.frontend_min_entered:
+        return 0.0
+    return front.area / front.entered
+
+
 def tolerance(front: FrontEnd, rate: float) -> int | None:
     """Requests the stage holds at `rate` pages/s without a queue (None: not known yet)."""
     stage = latency(front)

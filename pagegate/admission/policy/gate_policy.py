@@ -59,13 +59,14 @@ def observe(
         reading,
         queue=seen.queue,
         standing=signals.standing(seen),
+        transit=frontend.transit(front, config),
         peak=seen.peak,
         in_flight=state.in_flight,
         preempted=preempted,
         config=config,
         drain=drain,
     )
-    low, _ = limit.waiting_band(seen.peak, config, drain)
+    low, _ = limit.waiting_band(seen.peak, config, drain, frontend.transit(front, config))
     has_room = seen.queue < low and reading.kv_usage <= config.kv_cache_ceiling
     credit = units.after_reading(state.units, state.queued, server_has_room=has_room, now=reading.at)
     return replace(state, concurrency=concurrency, units=credit)
@@ -78,7 +79,8 @@ def observe_failure(state: GateState, at: float, config: GateConfig) -> GateStat
 
 def waiting_band(state: GateState, config: GateConfig) -> tuple[float, float]:
     """(low, high) bounds of the server queue C aims for (limit.waiting_band)."""
-    return limit.waiting_band(state.peak, config, rates.measured_drain(state.rates))
+    return limit.waiting_band(state.peak, config, rates.measured_drain(state.rates),
+                              frontend.transit(state.front, config))
 
 
 def frontend_tolerance(state: GateState) -> int | None:

@@ -25,10 +25,10 @@ GPU always has the next request at hand and never a pile:
 - a CAPACITY outcome (503/429/refused/timeout) cuts C multiplicatively, once per poll.
 
 The band's top is the largest of a floor, a share of the peak, and the pages the engine
-takes in between two of our readings (drain x poll interval, at most one peak's worth):
-the gate can refill the queue only after it has seen it shrink, so the queue must cover
-that much for the slots never to run empty in between, and more than a full batch never
-helps.
+takes in while a refill is on its way (drain x (poll interval + the front end's transit
+time), at most `refill_peak_cap` batches): the gate sees the queue shrink only at its
+next reading, and what it sends then spends the front end's transit time before the
+engine counts it, so the queue must cover that much for the slots never to run empty.
 
 C starts at `initial_concurrency` and, at the first usable reading of a server that
 exports `vllm:cache_config_info`, at least at the requests of full context the KV cache
@@ -65,15 +65,19 @@ def start(config: GateConfig) -> Concurrency:
     return Concurrency(limit=config.concurrency_start)
 
 
-def waiting_band(peak: float, config: GateConfig, drain: float = 0.0) -> tuple[float, float]:
+def waiting_band(
+    peak: float, config: GateConfig, drain: float = 0.0, transit: float = 0.0
+) -> tuple[float, float]:
     """(low, high) bounds of the server queue C aims for.
 
     high grows with the demonstrated batch (the peak), staying below the peak ratio by
-    default (0.05 vs 0.1) on a large server, and with what the engine takes in per poll
-    interval at `drain` pages/s, at most one peak's worth (module docstring).
+    default (0.05 vs 0.1) on a large server, and with what the engine takes in at `drain`
+    pages/s while a refill is on its way (a poll interval plus the front end's `transit`
+    seconds), at most `refill_peak_cap` peaks' worth (module docstring).
     """
     tuning = config.tuning
-    refill = min(peak, drain * config.poll_interval_seconds)
+    refill = min(tuning.refill_peak_cap * peak,
+                 drain * (config.poll_interval_seconds + transit))
     high = max(tuning.waiting_band_min, tuning.waiting_band_fraction * peak, refill)
     return high * tuning.waiting_band_low_share, high
 
@@ -117,6 +121,7 @@ def steer(
     config: GateConfig,
     drain: float = 0.0,
     standing: float | None = None,
+    transit: float = 0.0,
 ) -> Concurrency:
     """One control step of C on a usable reading (see the module docstring).
 
@@ -135,7 +140,7 @@ def steer(
     limit = concurrency.limit
     limit_bound = in_flight >= limit * tuning.limit_bound_share
     concurrency = replace(concurrency, acked=0 if limit_bound else acked)
-    low, high = waiting_band(peak, config, drain)
+    low, high = waiting_band(peak, config, drain, transit)
     pressured = reading.kv_usage > config.kv_cache_ceiling
     if pressured:
         high = 0.0  # vLLM admits as blocks free: a queue would only feed preemptions

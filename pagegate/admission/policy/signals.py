@@ -14,8 +14,8 @@ newest reading is stale. A failed scrape is a missing reading, never a zero one.
 
 Why a standing queue: vLLM's front end hands requests to the engine in clumps (one
 executor thread per API process, sharing the host's cores), so the waiting gauge jumps
-by a batch and drains within a poll or two. Cutting C on each such reading held a 4-slot
-engine at 6-9 pages in flight with its slots empty in 14 % of the scrapes. A queue that
+by a batch and drains within a poll or two; cutting C on each such reading cuts the
+buffer that covers the next gap in the front end's output. A queue that
 is there at every reading of the window is a real one; one that is gone at some reading
 was only a clump, and the engine needed it. This is CoDel's rule (Nichols and Jacobson,
 "Controlling Queue Delay", ACM Queue 2012): act on the minimum over an interval, not on
