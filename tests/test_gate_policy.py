@@ -812,24 +812,6 @@ def test_without_a_rate_or_sends_the_front_end_is_no_signal() -> None:
     assert state.queue == 0.0  # a holder that never calls sent(): no counts
 
 
-@pytest.mark.parametrize(
-    ("waits", "limit"),
-    [
-        ([3, 40, 40], 60),     # a clump of 40 after a calm reading: C holds
-        ([3, 40, 40, 40], 50),  # 40 at every reading of the window: cut (in flight 60 - 10)
-        ([3, 40, 3, 40], 60),
-        ([3, 3, 3, 40, 40], 60),
-        ([40], 50),             # no history yet: the first reading stands for itself
-    ],
-)
-def test_readings_cut_c_only_on_a_standing_queue(waits: list[int], limit: int) -> None:
-    """Readings one poll apart through observe: the standing queue reaches the limit."""
-    state = _steady(60, 60, peak=400.0, slow_start=False, acked=0)
-    for k, waiting in enumerate(waits, start=1):
-        state = observe(state, reading(float(k), running=400, waiting=waiting, kv=0.5), CFG)
-    assert state.limit == limit
-
-
 @pytest.mark.parametrize(("peak", "band"), [(0.0, (0.5, 2.0)), (40.0, (0.5, 2.0)), (400.0, (5.0, 20.0))])
 def test_waiting_band_scales_with_the_peak(peak: float, band: tuple[float, float]) -> None:
     assert waiting_band(replace(initial_state(0.0, CFG), peak=peak), CFG) == band

@@ -22,7 +22,6 @@ from pagegate.admission.policy import GateConfig, GateTuning
         GateTuning(dry_gap_decay=1.0),
         GateTuning(stall_after_seconds=0.0),
         GateTuning(latency_floor_seconds=0.0),
-        GateTuning(standing_queue_polls=-1.0),
     ],
 )
 def test_inconsistent_tuning_is_refused_by_the_config(tuning: GateTuning) -> None:

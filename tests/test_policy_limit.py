@@ -37,15 +37,13 @@ def step(
     config: GateConfig = CFG,
     acked: int = 10_000,
     drain: float = 0.0,
-    standing: float | None = None,
 ) -> Concurrency:
     """One control step; `acked` pages came back since the last reading (plenty by
     default, so that only the rule under test bounds growth)."""
     before = Concurrency(limit=limit, slow_start=slow_start, cut_running=cut_running,
                          acked=acked)
     return steer(before, r, queue=float(r.waiting) if queue is None else queue, peak=peak,
-                 in_flight=in_flight, preempted=preempted, config=config, drain=drain,
-                 standing=standing)
+                 in_flight=in_flight, preempted=preempted, config=config, drain=drain)
 
 
 @pytest.mark.parametrize(
@@ -103,28 +101,6 @@ def test_growth_is_clocked_by_completions(acked: int, slow_start: bool, expected
     grown = step(16, 16, reading(running=12), peak=16.0, slow_start=slow_start, acked=acked)
     assert grown.limit == expected
     assert grown.acked == 0  # a step uses up the completions it was clocked by
-
-
-@pytest.mark.parametrize(
-    ("queue", "standing", "kv", "expected"),
-    [
-        (30.0, 30.0, 0.5, 50),   # a standing queue above the band (20): cut half the excess
-        (30.0, 24.0, 0.5, 53),   # the cut takes the standing part of it
-        (30.0, 10.0, 0.5, 60),   # a clump that was gone at an earlier reading: hold
-        (30.0, 20.0, 0.5, 60),   # standing exactly at the band's top: hold
-        (10.0, 0.0, 0.5, 60),    # growth looks at the newest reading: a clump stops it
-        (3.0, 3.0, 0.5, 92),     # below the band: grow (to half the peak, by the KV room)
-        (10.0, 0.0, 0.95, 50),   # cache above the ceiling: the newest queue cuts at once
-        (30.0, None, 0.5, 50),   # no standing figure: the newest reading's queue
-    ],
-)
-def test_only_a_standing_queue_cuts_c(
-    queue: float, standing: float | None, kv: float, expected: int
-) -> None:
-    # peak 400: band (5, 20); 55 of C = 60 in flight; KV room 40 x 0.4 / 0.5 = 32
-    result = step(60, 55, reading(running=40, kv=kv), queue=queue, standing=standing,
-                  peak=400.0, cut_running=40)
-    assert result.limit == expected
 
 
 def test_a_calm_stall_never_grows_c_and_completions_resume_growth() -> None:

@@ -13,7 +13,6 @@ from pagegate.admission.policy.signals import (
     release_hold,
     scrape_failed,
     stalled,
-    standing,
     usable,
     usable_since,
 )
@@ -77,29 +76,6 @@ def test_queue_is_the_backlog_plus_the_front_ends_excess(
     r = Reading(waiting=waiting, running=4, kv_usage=0.5, at=1.0, waiting_capacity=capacity,
                 waiting_deferred=deferred)
     assert seen(r, front_excess=front_excess).queue == queue
-
-
-@pytest.mark.parametrize(
-    ("waits", "poll", "polls", "expected"),
-    [
-        ([(0.0, 9)], 1.0, 3.0, 9.0),                          # one reading: itself
-        ([(0.0, 2), (1.0, 15), (2.0, 6)], 1.0, 3.0, 2.0),     # a clump after a low reading
-        ([(0.0, 7), (1.0, 15), (2.0, 6)], 1.0, 3.0, 6.0),     # queued at every reading: it stands
-        ([(0.0, 2), (1.0, 15), (2.0, 6), (3.0, 8)], 1.0, 3.0, 6.0),  # 3 s back: out of the window
-        ([(0.0, 2), (1.0, 15), (2.0, 6)], 1.0, 0.0, 6.0),     # window 0: the newest reading alone
-        ([(0.0, 2), (1.0, 15), (2.0, 6)], 1.0, 1.5, 6.0),
-        ([(0.0, 2), (0.5, 15), (1.0, 6)], 0.5, 1.5, 6.0),     # the window is in poll intervals
-        ([(0.0, 2), (0.5, 15), (1.0, 6)], 0.5, 3.0, 2.0),
-    ],
-)
-def test_standing_queue_is_the_least_over_the_last_polls(
-    waits: list[tuple[float, int]], poll: float, polls: float, expected: float
-) -> None:
-    config = GateConfig(poll_interval_seconds=poll,
-                        tuning=GateTuning(standing_queue_polls=polls))
-    signals = seen(*(reading(at, waiting=w) for at, w in waits), config=config)
-    assert standing(signals) == expected
-    assert signals.queue == float(waits[-1][1])  # the newest reading's queue is kept too
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,6 @@ class GateTuning(NamedTuple):
 
     # signals: what a reading says
     stall_after_seconds: float | None = 60.0
-    standing_queue_polls: float = 3.0
     # frontend: the API server as a pipeline stage
     frontend_smoothing_polls: float = 4.0
     frontend_min_entered: float = 1.0
@@ -61,7 +60,6 @@ class GateTuning(NamedTuple):
         checks = [
             (self.stall_after_seconds is None or self.stall_after_seconds > 0.0,
              "stall_after_seconds must be > 0 or None"),
-            (self.standing_queue_polls >= 0.0, "standing_queue_polls must be >= 0"),
             (self.frontend_smoothing_polls > 0.0, "frontend_smoothing_polls must be > 0"),
             (self.frontend_min_entered > 0.0, "frontend_min_entered must be > 0"),
             (self.min_concurrency >= 1, "min_concurrency must be >= 1"),

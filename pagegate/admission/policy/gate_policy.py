@@ -58,7 +58,6 @@ def observe(
         limit.first_estimate(state.concurrency, reading, config),
         reading,
         queue=seen.queue,
-        standing=signals.standing(seen),
         transit=frontend.transit(front, config),
         peak=seen.peak,
         in_flight=state.in_flight,

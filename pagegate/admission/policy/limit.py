@@ -5,15 +5,13 @@ It keeps the server's queue (`signals.Signals.queue`) in a small positive band, 
 GPU always has the next request at hand and never a pile:
 
 - a preemption cuts C to a share of what is in flight and ends slow start;
-- a *standing* queue above the band (one there at every reading of the last few polls,
-  `signals.standing`) cuts a share of the excess off what is in flight (cuts are
+- a queue above the band cuts a share of the excess off what is in flight (cuts are
   taken from what is in flight, so repeated readings of one overload compute the same
   target instead of compounding; a share, because other tenants of the server cut too);
   it ends slow start unless the batch is still filling up (cache under a share of the
   ceiling and running still growing): such a queue is the engine's prefill rate;
 - KV usage above the ceiling sets the band's top to zero and stops growth (vLLM admits
   by prompt size and preempts as the batch grows, so a queue only feeds preemptions);
-  there the newest reading's queue cuts at once, without waiting for it to stand;
 - a queue below the band (below its top while the cache is filling up), with at least a
   share of C in use, grows C: doubling in slow start or far below the recent peak, bounded
   by the KV room, otherwise additively;
@@ -120,7 +118,6 @@ def steer(
     preempted: bool,
     config: GateConfig,
     drain: float = 0.0,
-    standing: float | None = None,
     transit: float = 0.0,
 ) -> Concurrency:
     """One control step of C on a usable reading (see the module docstring).
@@ -130,10 +127,6 @@ def steer(
     with C mostly unused (between a group's last page back and the next one sent)
     keeps them for the next, as TCP counts ACKs only while the window limits it
     (RFC 7661). Cuts use them up too.
-
-    `queue` is the newest reading's queue, `standing` the least over the standing window
-    (None: the newest alone). Growth needs the newest below the band; a cut needs the
-    standing queue above it, or any queue while the cache is above its ceiling.
     """
     acked = concurrency.acked
     tuning = config.tuning
@@ -148,9 +141,8 @@ def steer(
         limit = min(limit, math.floor(in_flight * tuning.preemption_backoff))
         concurrency = replace(concurrency, acked=0)
         return _clamped(concurrency, limit, config, slow_start=False, backoff_at=reading.at)
-    stood = queue if pressured or standing is None else min(queue, standing)
-    if stood > high:
-        excess = math.ceil((stood - high) * tuning.excess_cut_share)
+    if queue > high:
+        excess = math.ceil((queue - high) * tuning.excess_cut_share)
         ramping = (
             concurrency.slow_start
             and filling(reading, config)

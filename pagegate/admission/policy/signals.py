@@ -5,22 +5,10 @@ it can hold (waiting measures overload, not capacity). The queue the limit steer
 the server's backlog (the requests waiting for scheduling room: reason `capacity` where
 the server splits its waiting count by reason, all of it otherwise) plus the front end's
 excess: our requests the engine does not count yet beyond what the front end holds as a
-pipeline stage (frontend.py). The *standing* queue is the least of that queue over the
-last `standing_queue_polls` poll intervals: what stays queued, not what a clump of
-arrivals left for a moment (below). A reading
+pipeline stage (frontend.py). A reading
 is usable when the server reports itself healthy and its generated-token counter has
 moved recently while it held work; page dispatch pauses while it is not, or while the
 newest reading is stale. A failed scrape is a missing reading, never a zero one.
-
-Why a standing queue: vLLM's front end hands requests to the engine in clumps (one
-executor thread per API process, sharing the host's cores), so the waiting gauge jumps
-by a batch and drains within a poll or two; cutting C on each such reading cuts the
-buffer that covers the next gap in the front end's output. A queue that
-is there at every reading of the window is a real one; one that is gone at some reading
-was only a clump, and the engine needed it. This is CoDel's rule (Nichols and Jacobson,
-"Controlling Queue Delay", ACM Queue 2012): act on the minimum over an interval, not on
-the instantaneous value. Growth still looks at the newest reading, so a clump does stop
-C from growing.
 """
 
 from __future__ import annotations
@@ -41,7 +29,6 @@ class Signals:
     last_usable_at: float | None = None          # newest reading that allowed admission
     peak: float = 0.0                            # decayed max of running requests
     queue: float = 0.0                           # backlog + front-end excess, last reading
-    recent: tuple[tuple[float, float], ...] = ()  # (at, queue) within the standing window
     preemptions_seen: float | None = None
     generation_seen: float | None = None
     generation_moved_at: float | None = None
@@ -71,16 +58,13 @@ def fold(
         and reading.preemptions_total > signals.preemptions_seen
     )
     generation_seen, generation_moved_at = _track_generation(signals, reading)
-    queue = float(reading.backlog + max(0, front_excess))
-    window = config.tuning.standing_queue_polls * config.poll_interval_seconds
-    recent = tuple((at, q) for at, q in signals.recent if reading.at - at < window)
+    queue = reading.backlog + max(0, front_excess)
     signals = replace(
         signals,
         reading=reading,
         last_scrape_ok=True,
         peak=peak,
-        queue=queue,
-        recent=(*recent, (reading.at, queue)),
+        queue=float(queue),
         preemptions_seen=reading.preemptions_total,
         generation_seen=generation_seen,
         generation_moved_at=generation_moved_at,
@@ -88,11 +72,6 @@ def fold(
     if usable(signals, config):
         signals = replace(signals, last_usable_at=reading.at)
     return signals, preempted
-
-
-def standing(signals: Signals) -> float:
-    """The least queue over the standing window (the newest reading's alone at first)."""
-    return min((q for _, q in signals.recent), default=signals.queue)
 
 
 def scrape_failed(signals: Signals) -> Signals:
