@@ -804,6 +804,16 @@ def test_the_front_ends_excess_over_rate_times_latency_counts_as_queue(
     assert state.queue == queue
 
 
+@pytest.mark.parametrize(("transit_s", "limit"), [(1.0, 20), (0.0, 16)])
+def test_a_reading_holds_a_queue_the_refill_trip_needs(transit_s: float, limit: int) -> None:
+    """16 pages/s, peak 20: the band's top is 16 x (1 s poll + transit), so 24 waiting is
+    inside it with a 1 s trip through the front end and 4 over it without one."""
+    state = replace(_steady(20, 20, peak=20.0, slow_start=False, acked=0),
+                    area=10.0 * transit_s, entered=10.0, drain_num=16.0 * 30.0, drain_den=30.0)
+    state = observe(state, reading(1.0, running=20, waiting=24, kv=0.5), CFG)
+    assert state.limit == limit
+
+
 def test_without_a_rate_or_sends_the_front_end_is_no_signal() -> None:
     state = observe(_steady(50, 0), reading(1.0, running=0), CFG,
                     in_flight_at_scrape=40, sent_at_scrape=40)

@@ -54,18 +54,19 @@ def observe(
     if not signals.usable(seen, config):
         return state  # C stays frozen, and so does the dry clock
     drain = rates.measured_drain(drained)
+    transit = frontend.transit(front, config)
     concurrency = limit.steer(
         limit.first_estimate(state.concurrency, reading, config),
         reading,
         queue=seen.queue,
-        transit=frontend.transit(front, config),
+        transit=transit,
         peak=seen.peak,
         in_flight=state.in_flight,
         preempted=preempted,
         config=config,
         drain=drain,
     )
-    low, _ = limit.waiting_band(seen.peak, config, drain, frontend.transit(front, config))
+    low, _ = limit.waiting_band(seen.peak, config, drain, transit)
     has_room = seen.queue < low and reading.kv_usage <= config.kv_cache_ceiling
     credit = units.after_reading(state.units, state.queued, server_has_room=has_room, now=reading.at)
     return replace(state, concurrency=concurrency, units=credit)
