@@ -963,9 +963,11 @@ class Referee:
         before = self.state.limit
         self.state = observe(self.state, r, self.config)
         grown = self.state.limit - before
-        if grown > 0:  # growth is paid for by pages back: at most L = 2 each (RFC 3465)
-            per_page = self.config.tuning.slow_start_per_completion
-            assert grown <= per_page * self.back_unspent, "C grew more than pages came back"
+        if grown > 0:  # growth is paid for by pages back (limit.py's docstring)
+            assert self.back_unspent > 0, "C grew with no page back"
+            if kv <= self.config.tuning.kv_signal_floor:  # no KV room: L = 2 each (RFC 3465)
+                per_page = self.config.tuning.slow_start_per_completion
+                assert grown <= per_page * self.back_unspent, "C grew more than pages came back"
             self.back_unspent = 0
 
     def scrape_fails(self) -> None:

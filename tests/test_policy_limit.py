@@ -103,6 +103,25 @@ def test_growth_is_clocked_by_completions(acked: int, slow_start: bool, expected
     assert grown.acked == 0  # a step uses up the completions it was clocked by
 
 
+@pytest.mark.parametrize(
+    ("acked", "expected"),
+    [
+        (0, 16),    # nothing came back: no growth, whatever the KV room
+        (1, 32),    # one page back proves the engine live: doubling, as far as the room
+        (50, 32),
+    ],
+)
+def test_slow_start_with_a_kv_projection_is_bounded_by_the_room_not_by_pages_back(
+    acked: int, expected: int
+) -> None:
+    # 12 running at 30 % KV: room for 12 x (0.9 - 0.3) / 0.3 = 24 more, above a doubling
+    grown = step(16, 16, reading(running=12, kv=0.3), peak=16.0, slow_start=True, acked=acked)
+    assert grown.limit == expected
+    # at 60 % the room is 12 x 0.3 / 0.6 = 6: the room binds, not the page back
+    tight = step(16, 16, reading(running=12, kv=0.6), peak=16.0, slow_start=True, acked=1)
+    assert tight.limit == 22
+
+
 def test_a_calm_stall_never_grows_c_and_completions_resume_growth() -> None:
     """Readings calm (waiting 0, running = what it holds) while nothing comes back: a
     hung engine. C holds for as many readings as come; the first pages back grow it."""

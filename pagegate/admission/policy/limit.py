@@ -15,11 +15,15 @@ GPU always has the next request at hand and never a pile:
 - a queue below the band (below its top while the cache is filling up), with at least a
   share of C in use, grows C: doubling in slow start or far below the recent peak, bounded
   by the KV room, otherwise additively;
-- growth is clocked by completions, as TCP grows its window only on ACKs: a reading may
-  grow C by at most `slow_start_per_completion` pages per page that came back since the
-  previous reading in slow start (RFC 3465's limit L = 2 per ACK), by at most one per page
-  additively. A server that holds our pages and finishes none (a hung engine whose gauges
-  stay calm) gets no more of them;
+- growth is clocked by completions, as TCP grows its window only on ACKs: a reading
+  grows C only if a page came back since the previous one, so a server that holds our
+  pages and finishes none (a hung engine whose gauges stay calm) gets no more of them.
+  Additively it grows by at most one page per page back. In slow start the step is
+  bounded by the KV room the engine's own usage projects; only where there is no such
+  projection yet (usage under `kv_signal_floor`) is it at most `slow_start_per_completion`
+  pages per page back (RFC 3465's limit L = 2 per ACK, a burst bound for a network that
+  gives no other feedback). Clocking the doubling itself by pages back would double C
+  once per page latency, which is minutes on a large GPU (the l40s profile: ~110 s);
 - a CAPACITY outcome (503/429/refused/timeout) cuts C multiplicatively, once per poll.
 
 The band's top is the largest of a floor, a share of the peak, and the pages the engine
@@ -154,8 +158,10 @@ def steer(
     if queue < grow_below and not pressured and limit_bound and acked > 0:
         if concurrency.slow_start or limit < peak * tuning.regrow_peak_share:
             bound = _kv_room(reading, config)
-            step = limit if bound is None else min(limit, bound)
-            step = min(step, math.floor(acked * tuning.slow_start_per_completion + FLOAT_SLACK))
+            if bound is None:  # no engine-side bound: at most L pages per page back
+                step = min(limit, math.floor(acked * tuning.slow_start_per_completion + FLOAT_SLACK))
+            else:  # the pages back prove the engine live; its KV room bounds the step
+                step = min(limit, bound)
         else:
             step = min(acked, max(1, math.ceil(limit * tuning.additive_growth_fraction)))
         return _clamped(concurrency, limit + step, config, slow_start=concurrency.slow_start)
