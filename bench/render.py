@@ -16,12 +16,16 @@ time: multi-page reportlab files like a book (text), a report (text and figures,
 a slide deck (landscape, a photo-like picture per page), pages of mixed sizes. Figures
 are medians of `--repeats` runs with the spread (min-max); pages/s per worker divides by N.
 Read them on a quiet machine (`flock /tmp/pagegate-heavy.lock python -m bench.render`).
+
+`--encoders` prints instead what each PNG encoder considered costs a page (ms, KB) on the
+same rendered pixels: why pagegate/pdf/reader.py encodes with libpng and the Up filter.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import io
 import random
 import shutil
@@ -31,7 +35,10 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import imagecodecs
+import pypdfium2 as pdfium
 from PIL import Image, ImageDraw, ImageFilter
 from reportlab.lib.pagesizes import A4, landscape, letter
 from reportlab.lib.utils import ImageReader, simpleSplit
@@ -171,6 +178,41 @@ def pdftoppm_rate(docs: list[bytes], tmp: Path) -> float:
     return len(pages) / (time.perf_counter() - start)
 
 
+def encoder_costs(docs: list[bytes]) -> dict[str, tuple[float, float]]:
+    """ms and KB a page for each PNG encoder considered, on the same rendered pixels."""
+    pixels = []
+    for data in docs:
+        pdf = pdfium.PdfDocument(data)
+        for index in range(len(pdf)):
+            page = pdf[index]
+            scale = TARGET / max(page.get_size())
+            pixels.append(page.render(scale=scale, rev_byteorder=True).to_numpy().copy())
+
+    def pillow(array: Any) -> bytes:
+        out = io.BytesIO()
+        Image.fromarray(array).save(out, format="PNG", compress_level=1)
+        return out.getvalue()
+
+    def libpng(array: Any, *, filter_name: str, rle: bool = False) -> bytes:
+        png = imagecodecs.PNG
+        strategy = png.STRATEGY.RLE if rle else None
+        return bytes(imagecodecs.png_encode(array, level=1, strategy=strategy,
+                                            filter=getattr(png.FILTER, filter_name)))
+
+    encoders: dict[str, Callable[[Any], bytes]] = {"pillow level 1": pillow}
+    for name in ("NONE", "SUB", "UP", "PAETH"):
+        encoders[f"libpng level 1 {name.lower()}"] = functools.partial(libpng, filter_name=name)
+    encoders["libpng level 1 up rle"] = functools.partial(libpng, filter_name="UP", rle=True)
+    costs = {}
+    for name, encode in encoders.items():
+        start, size = time.perf_counter(), 0
+        for array in pixels:
+            size += len(encode(array))
+        costs[name] = (1000 * (time.perf_counter() - start) / len(pixels),
+                       size / len(pixels) / 1024)
+    return costs
+
+
 def _summary(values: list[float]) -> str:
     return f"{statistics.median(values):7.1f}  ({min(values):.1f}-{max(values):.1f})"
 
@@ -180,11 +222,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--scale", type=int, default=1, help="multiply every document's pages")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    p.add_argument("--encoders", action="store_true",
+                   help="instead: each PNG encoder's ms and KB a page on the same pixels")
     args = p.parse_args(argv)
     docs = corpus(args.scale)
     page_total = len(_pages(docs))
     print(f"{len(docs)} documents, {page_total} pages, {sum(map(len, docs)) / 2**20:.1f} MB, "
           f"rendered at {TARGET} px")
+    if args.encoders:
+        for name, (ms, kb) in encoder_costs(docs).items():
+            print(f"{name:<24} {ms:6.1f} ms a page  {kb:5.0f} KB a page")
+        return 0
     cases: dict[str, Callable[[], float]] = {
         "inproc-reopen": lambda: inproc_reopen(docs),
         "inproc-open-once": lambda: inproc_open_once(docs),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import math
 
+import pypdfium2 as pdfium
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -289,6 +290,19 @@ def test_render_is_a_png_whose_longest_side_is_the_target() -> None:
     assert image.size == (rendered.width, rendered.height)
     assert rendered.height == 1288
     assert abs(rendered.width - 612 * 1288 / 792) <= 1
+
+
+def test_the_png_holds_exactly_the_pixels_pdfium_rendered() -> None:
+    """The encoder (libpng, fixed filter) is lossless and keeps pdfium's colours in RGB
+    order: a scanned page and a page with a red marker, decoded back, equal pdfium's own
+    bitmaps of them."""
+    for data in (samples.scanned_pdf(1), _one_page(letter)):
+        rendered = render_page_png(data, 0)
+        page = pdfium.PdfDocument(data)[0]
+        reference = page.render(scale=1288 / max(page.get_size())).to_pil().convert("RGB")
+        decoded = _image(rendered.png)
+        assert decoded.size == reference.size
+        assert ImageChops.difference(decoded, reference).getbbox() is None
 
 
 def test_render_target_is_configurable() -> None:
