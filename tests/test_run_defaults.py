@@ -30,6 +30,8 @@ from flows.planner import ocr_planner
 from flows.reprocess import reprocess
 from pagegate.cli.app import app
 from pagegate.config import PlannerConfig, RunConfig
+from pagegate.ocr.run import pool_settings
+from pagegate.pdf.worker_process import PoolSettings
 from pagegate.scale.plan import plan_shards
 
 REPO = Path(__file__).resolve().parents[1]
@@ -198,3 +200,8 @@ def test_prefect_yaml_sets_only_real_parameters_and_restates_no_default(
         if parameters[k].default is not inspect.Parameter.empty and parameters[k].default == v
     }
     assert restated == {}
+
+
+def test_the_render_pool_on_its_own_defaults_to_what_a_run_asks_for() -> None:
+    """Benchmarks and tests build PoolSettings() directly: they must get a run's pool."""
+    assert PoolSettings() == pool_settings(RunConfig(sources=("pdfs",), workspace="ws"))

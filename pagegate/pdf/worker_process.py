@@ -37,7 +37,7 @@ class PoolSettings:
 
     workers: int | None = None                 # None: usable_cores()
     timeout_seconds: float = 120.0             # one request (olmOCR gives pdftoppm 120 s)
-    memory_limit_mb: int | None = 2048         # RLIMIT_AS per worker; None: no limit
+    memory_limit_mb: int | None = 1024         # RLIMIT_AS per worker; None: no limit
     target_longest_dim: int = 1288
     max_pixels: int = DEFAULT_MAX_PIXELS
     docs_per_worker: int = 4
