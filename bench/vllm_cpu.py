@@ -188,22 +188,56 @@ def _fixed(limit: int) -> Callable[[], AbstractAsyncContextManager[Admission]]:
     return lambda: fixed_cap(limit)
 
 
+def _spread(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {"median": ordered[len(ordered) // 2] if len(ordered) % 2 else
+            round((ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2, 3),
+            "min": ordered[0], "max": ordered[-1]}
+
+
 def rounds_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    """Median and range of the yardstick, the gate, their ratio and the gate's peak waiting."""
-    def spread(values: list[float]) -> dict[str, float]:
-        ordered = sorted(values)
-        return {"median": ordered[len(ordered) // 2] if len(ordered) % 2 else
-                round((ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2, 3),
-                "min": ordered[0], "max": ordered[-1]}
+    """Median and range of the yardstick, the gate, their ratio and the gate's peak
+    waiting; then the same ratio against the best strategy chosen once (`best_strategy`)."""
     measured = [r for r in rounds if "gate_ratio" in r]
     if not measured:
         return {}
-    return {
-        "yardstick": spread([r["yardstick"]["pages_per_s"] for r in measured]),
-        "gate": spread([r["gate_pages_per_s"] for r in measured]),
-        "ratio": spread([r["gate_ratio"] for r in measured]),
-        "gate_peak_waiting": spread([r["gate_peak_waiting"] for r in measured]),
+    summary: dict[str, Any] = {
+        "yardstick": _spread([r["yardstick"]["pages_per_s"] for r in measured]),
+        "gate": _spread([r["gate_pages_per_s"] for r in measured]),
+        "ratio": _spread([r["gate_ratio"] for r in measured]),
+        "gate_peak_waiting": _spread([r["gate_peak_waiting"] for r in measured]),
     }
+    best = best_strategy(measured)
+    if best is not None:
+        summary["best_strategy"] = best
+    return summary
+
+
+def best_strategy(rounds: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The yardstick's strategy with the highest median over the rounds, and the gate's
+    ratio to it within each round.
+
+    A round's yardstick is the best of its runs, and on this machine identical runs
+    differ by 10-30 %, so that maximum sits above what its strategy typically does (the
+    winner's curse): a strategy measured against the best of eight of its peers loses
+    even when it is as good as the best of them. Choosing the strategy once, by its
+    median over every round, and then taking the ratio within each round against that
+    strategy's run of the same round keeps the within-round comparison and drops the
+    selection. The choice still uses the same runs, so it leans towards the yardstick.
+    """
+    runs: dict[str, list[float]] = {}
+    for one in rounds:
+        for row in one["rows"]:
+            if row["run"] != "gate":
+                runs.setdefault(row["run"], []).append(row["pages_per_s"])
+    complete = {name: v for name, v in runs.items() if len(v) == len(rounds)}
+    if not complete:
+        return None
+    name = max(complete, key=lambda n: _spread(complete[n])["median"])
+    ratios = [round(one["gate_pages_per_s"] / value, 3)
+              for one, value in zip(rounds, complete[name], strict=True)]
+    return {"run": name, "pages_per_s": _spread(complete[name]), "ratio": _spread(ratios),
+            "ratios": ratios}
 
 
 def yardstick_table(report: dict[str, Any]) -> str:
@@ -351,9 +385,15 @@ def main(argv: list[str] | None = None) -> None:
                       f"{one['yardstick']['pages_per_s']:.2f} pages/s; gate "
                       f"{one['gate_pages_per_s']:.2f} pages/s, ratio {one['gate_ratio']:.3f}, "
                       f"peak waiting {one['gate_peak_waiting']}")
-        if report["summary"]:
+        summary = dict(report["summary"])
+        best = summary.pop("best_strategy", None)
+        if summary:
             print("\nsummary (median [min, max]): " + "; ".join(
-                f"{k} {v['median']} [{v['min']}, {v['max']}]" for k, v in report["summary"].items()))
+                f"{k} {v['median']} [{v['min']}, {v['max']}]" for k, v in summary.items()))
+        if best:
+            print(f"best strategy by its median over the rounds: {best['run']}, "
+                  f"{best['pages_per_s']['median']} pages/s; gate / it within each round: "
+                  f"{best['ratios']}, median {best['ratio']['median']}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
 

@@ -1,0 +1,43 @@
+"""The real-engine bench's summary: the gate against a strategy chosen once, not against
+each round's luckiest run (bench/vllm_cpu.py, `best_strategy`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.vllm_cpu import best_strategy, rounds_summary
+
+
+def _round(gate: float, **runs: float) -> dict[str, Any]:
+    rows: list[dict[str, Any]] = [{"run": name.replace("_", " "), "pages_per_s": rate} for name, rate in runs.items()]
+    rows.append({"run": "gate", "pages_per_s": gate})
+    best = max(rows[:-1], key=lambda r: r["pages_per_s"])
+    return {"rows": rows, "yardstick": best, "gate_pages_per_s": gate,
+            "gate_ratio": round(gate / best["pages_per_s"], 3), "gate_peak_waiting": 7}
+
+
+def test_the_best_strategy_is_chosen_by_its_median_and_the_ratio_taken_per_round() -> None:
+    # Two equally good strategies whose luck alternates: each round's best run is 12, the
+    # typical run 10.5; the gate does as well as either of them typically does.
+    rounds = [_round(10.5, loop_16=12.0, loop_32=10.0, deep_queue=9.0),
+              _round(10.5, loop_16=10.0, loop_32=12.0, deep_queue=9.5),
+              _round(11.0, loop_16=11.0, loop_32=10.5, deep_queue=9.0)]
+    best = best_strategy(rounds)
+    assert best is not None
+    assert best["run"] == "loop 16"  # medians: 11.0 against 10.5 and 9.0
+    assert best["ratios"] == [0.875, 1.05, 1.0]
+    assert best["ratio"]["median"] == 1.0
+    summary = rounds_summary(rounds)
+    assert summary["ratio"]["median"] == 0.875  # against each round's luckiest run
+    assert summary["best_strategy"] == best
+
+
+def test_a_strategy_missing_from_a_round_is_not_a_candidate() -> None:
+    rounds = [_round(10.0, loop_16=10.0, loop_64=20.0), _round(10.0, loop_16=10.0)]
+    best = best_strategy(rounds)
+    assert best is not None and best["run"] == "loop 16" and best["ratios"] == [1.0, 1.0]
+
+
+def test_no_yardstick_runs_no_best_strategy() -> None:
+    assert best_strategy([{"rows": [{"run": "gate", "pages_per_s": 3.0}],
+                           "gate_pages_per_s": 3.0}]) is None
