@@ -132,15 +132,54 @@ class Workload:
     """How often the separate /metrics probe samples during the bursts (deep queue, gate)."""
 
 
+def interleaved(names: list[str], between: str = "gate", every: int = 1) -> list[str]:
+    """`between` before the other runs, after every `every` of them, and at the end:
+    gate, a, gate, b, gate (every=1); gate, a, b, gate, c, gate (every=2).
+
+    This machine's speed drifts by ~20 % within ten minutes while back-to-back runs agree
+    within 2-3 % (BENCHMARKS.md, "identical runs"), so each yardstick run is compared with
+    the gate runs next to it, not with one gate run minutes away. `every=2` halves the
+    gate's share of a long round; each run then still has a gate run on one side.
+    """
+    order = [between]
+    for k, name in enumerate(names):
+        order.append(name)
+        if (k + 1) % every == 0 or k == len(names) - 1:
+            order.append(between)
+    return order
+
+
+def beside_ratios(rows: list[dict[str, Any]], gate: str = "gate") -> list[dict[str, Any]]:
+    """Each yardstick row with `gate_beside`: the mean of the gate runs just before and
+    just after it, and `gate_ratio_beside`, that mean over the row's own rate."""
+    out: list[dict[str, Any]] = []
+    for k, row in enumerate(rows):
+        if row["run"] == gate:
+            continue
+        near = [rows[j]["pages_per_s"] for j in (k - 1, k + 1)
+                if 0 <= j < len(rows) and rows[j]["run"] == gate]
+        if not near:
+            continue
+        beside = sum(near) / len(near)
+        out.append({"run": row["run"], "pages_per_s": row["pages_per_s"],
+                    "gate_beside": round(beside, 2),
+                    "gate_ratio_beside": round(beside / row["pages_per_s"], 3)})
+    return out
+
+
 def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
                   log: Callable[[str], None], *, first_salt: int = 1,
-                  runs: tuple[str, ...] = ("deep queue", "gate")) -> dict[str, Any]:
+                  runs: tuple[str, ...] = ("deep queue", "gate"),
+                  interleave: int = 0) -> dict[str, Any]:
     """Closed loops over the sweep, the deep queue and the gate, each on fresh pages.
 
     Every run goes through `run_burst` with the same /metrics probe: a closed loop of c
     clients is all the pages at once through FixedLimit(c), each slot posting its next
     page as its last one comes back. On two cores the probe's scrapes take API-server
     time, so a yardstick measured without it would hold the runs to different loads.
+    With `interleave` = k > 0, the gate runs before the yardstick's runs, after every k
+    of them and at the end (`interleaved`), and each yardstick run is compared with the
+    gate beside it.
     """
     rows: list[dict[str, Any]] = []
     salt = first_salt
@@ -150,7 +189,10 @@ def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
     openers = [(f"closed loop {c}", c, _fixed(c)) for c in sweep]
     named = {"deep queue": (pages, _fixed(pages)),
              "gate": (None, gate_for(server.metrics_url))}
-    openers += [(name, *named[name]) for name in runs]
+    openers += [(name, *named[name]) for name in runs if not (interleave and name == "gate")]
+    if interleave:
+        by_name = {o[0]: o for o in openers} | {"gate": ("gate", *named["gate"])}
+        openers = [by_name[n] for n in interleaved([o[0] for o in openers], every=interleave)]
     for name, concurrency, opener in openers:
         burst = asyncio.run(run_burst(server.base_url, server.metrics_url, opener,
                                       pages=pages, salt=salt, period_s=work.probe_period_s,
@@ -174,8 +216,16 @@ def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
         report["yardstick"] = {"run": best["run"], "pages_per_s": best["pages_per_s"]}
     if "gate" in bursts:
         gate = bursts["gate"]
-        report["gate_pages_per_s"] = round(gate.pages_per_s, 2)
-        report["gate_peak_waiting"] = gate.max_waiting
+        gates = [r for r in rows if r["run"] == "gate"]
+        report["gate_runs"] = [r["pages_per_s"] for r in gates]
+        report["gate_pages_per_s"] = _spread(report["gate_runs"])["median"]
+        report["gate_peak_waiting"] = max(r["peak_waiting"] or 0 for r in gates)
+        beside = beside_ratios(rows) if interleave else []
+        if beside and yard:
+            report["beside"] = beside
+            report["gate_ratio_beside"] = next(
+                b["gate_ratio_beside"] for b in beside if b["run"] == best["run"])
+            report["gate_ratio_beside_min"] = min(b["gate_ratio_beside"] for b in beside)
         report["gate_snapshot"] = {k: gate.snapshot.get(k) for k in (
             "releases", "concurrency_limit", "pauses", "frontend_latency", "frontend_tolerance",
             "waiting_band")}
@@ -207,6 +257,9 @@ def rounds_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         "ratio": _spread([r["gate_ratio"] for r in measured]),
         "gate_peak_waiting": _spread([r["gate_peak_waiting"] for r in measured]),
     }
+    for key in ("gate_ratio_beside", "gate_ratio_beside_min"):
+        if all(key in r for r in measured):
+            summary[key.removeprefix("gate_")] = _spread([r[key] for r in measured])
     best = best_strategy(measured)
     if best is not None:
         summary["best_strategy"] = best
@@ -224,6 +277,7 @@ def best_strategy(rounds: list[dict[str, Any]]) -> dict[str, Any] | None:
     median over every round, and then taking the ratio within each round against that
     strategy's run of the same round keeps the within-round comparison and drops the
     selection. The choice still uses the same runs, so it leans towards the yardstick.
+    In an interleaved round the ratio is against the gate beside that run.
     """
     runs: dict[str, list[float]] = {}
     for one in rounds:
@@ -234,19 +288,33 @@ def best_strategy(rounds: list[dict[str, Any]]) -> dict[str, Any] | None:
     if not complete:
         return None
     name = max(complete, key=lambda n: _spread(complete[n])["median"])
-    ratios = [round(one["gate_pages_per_s"] / value, 3)
+    ratios = [_gate_ratio_to(one, name, value)
               for one, value in zip(rounds, complete[name], strict=True)]
     return {"run": name, "pages_per_s": _spread(complete[name]), "ratio": _spread(ratios),
             "ratios": ratios}
 
 
+def _gate_ratio_to(one: dict[str, Any], run: str, pages_per_s: float) -> float:
+    """The gate's ratio to one run of a round: against the gate beside it when the round
+    was interleaved, else against the round's gate."""
+    for near in one.get("beside", []):
+        if near["run"] == run:
+            return float(near["gate_ratio_beside"])
+    return round(float(one["gate_pages_per_s"]) / pages_per_s, 3)
+
+
 def yardstick_table(report: dict[str, Any]) -> str:
-    lines = ["| run | pages/s | / yardstick | peak waiting |", "|---|---|---|---|"]
+    lines = ["| run | pages/s | / yardstick | peak waiting | gate beside / run |",
+             "|---|---|---|---|---|"]
     best = report["yardstick"]["pages_per_s"]
+    beside = {b["run"]: b for b in report.get("beside", [])}
     for row in report["rows"]:
         peak = "-" if row["peak_waiting"] is None else str(row["peak_waiting"])
+        near = beside.get(row["run"])
+        ratio = "-" if near is None else f"{near['gate_beside']:.2f} / {near['pages_per_s']:.2f}" \
+            f" = {near['gate_ratio_beside']:.3f}"
         lines.append(f"| {row['run']} | {row['pages_per_s']:.2f} | "
-                     f"{row['pages_per_s'] / best:.2f} | {peak} |")
+                     f"{row['pages_per_s'] / best:.2f} | {peak} | {ratio} |")
     return "\n".join(lines)
 
 
@@ -316,6 +384,10 @@ def main(argv: list[str] | None = None) -> None:
                              "the ratio is taken within each round")
     parser.add_argument("--runs", default="deep queue,gate",
                         help="the bursts of a round, comma-separated (deep queue, gate)")
+    parser.add_argument("--interleave", type=int, default=0, metavar="K",
+                        help="run the gate before the yardstick's runs, after every K of them "
+                             "and at the end, and compare each run with the gate beside it "
+                             "(cancels host drift); 0: one gate run at the end")
     parser.add_argument("--repeat-every", type=int, default=None, metavar="K",
                         help="images repeat every K pages (default: all distinct)")
     parser.add_argument("--probe-period", type=float, default=1.0,
@@ -354,12 +426,13 @@ def main(argv: list[str] | None = None) -> None:
                 work = Workload(args.pages, args.repeat_every, args.probe_period)
                 runs = tuple(r.strip() for r in args.runs.split(",") if r.strip())
                 report |= {"pages": args.pages, "sweep": sweep, "workload": dataclasses.asdict(work),
-                           "server_args": args.server_arg,
+                           "server_args": args.server_arg, "interleave": args.interleave,
                            "gate_config": {k: getattr(TINY_GATE, k, None) for k in TIME_FIELDS}}
                 rounds, salt = [], 1
                 for k in range(args.rounds):
                     log(f"round {k + 1} of {args.rounds}")
-                    one = run_yardstick(server, work, sweep, log, first_salt=salt, runs=runs)
+                    one = run_yardstick(server, work, sweep, log, first_salt=salt, runs=runs,
+                                        interleave=args.interleave)
                     salt = one.pop("next_salt")
                     rounds.append(one)
                     if args.json:  # a long session keeps what it measured so far
@@ -385,6 +458,10 @@ def main(argv: list[str] | None = None) -> None:
                       f"{one['yardstick']['pages_per_s']:.2f} pages/s; gate "
                       f"{one['gate_pages_per_s']:.2f} pages/s, ratio {one['gate_ratio']:.3f}, "
                       f"peak waiting {one['gate_peak_waiting']}")
+            if "gate_ratio_beside" in one:
+                print(f"round {k + 1}, the gate beside each run: beside the best run "
+                      f"{one['gate_ratio_beside']:.3f}, the lowest "
+                      f"{one['gate_ratio_beside_min']:.3f}; gate runs {one['gate_runs']}")
         summary = dict(report["summary"])
         best = summary.pop("best_strategy", None)
         if summary:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.vllm_cpu import best_strategy, rounds_summary
+from bench.vllm_cpu import beside_ratios, best_strategy, interleaved, rounds_summary
 
 
 def _round(gate: float, **runs: float) -> dict[str, Any]:
@@ -41,3 +41,28 @@ def test_a_strategy_missing_from_a_round_is_not_a_candidate() -> None:
 def test_no_yardstick_runs_no_best_strategy() -> None:
     assert best_strategy([{"rows": [{"run": "gate", "pages_per_s": 3.0}],
                            "gate_pages_per_s": 3.0}]) is None
+
+
+def test_interleaving_puts_the_gate_before_between_and_after_every_run() -> None:
+    assert interleaved(["loop 4", "deep queue"]) == ["gate", "loop 4", "gate", "deep queue", "gate"]
+    assert interleaved([]) == ["gate"]
+    assert interleaved(["a", "b", "c"], every=2) == ["gate", "a", "b", "gate", "c", "gate"]
+
+
+def test_each_run_is_compared_with_the_gate_runs_on_either_side_of_it() -> None:
+    # The host slows down through the round: the gate's runs fall from 12 to 8, and each
+    # yardstick run sits between two of them.
+    rows = [{"run": "gate", "pages_per_s": 12.0}, {"run": "loop 4", "pages_per_s": 10.0},
+            {"run": "gate", "pages_per_s": 10.0}, {"run": "deep queue", "pages_per_s": 10.0},
+            {"run": "gate", "pages_per_s": 8.0}]
+    beside = beside_ratios(rows)
+    assert [(b["run"], b["gate_beside"], b["gate_ratio_beside"]) for b in beside] == [
+        ("loop 4", 11.0, 1.1), ("deep queue", 9.0, 0.9)]
+
+
+def test_an_interleaved_round_takes_the_best_strategys_ratio_beside_it() -> None:
+    one = _round(10.0, loop_16=12.0)
+    one["beside"] = [{"run": "loop 16", "pages_per_s": 12.0, "gate_beside": 11.4,
+                      "gate_ratio_beside": 0.95}]
+    best = best_strategy([one])
+    assert best is not None and best["ratios"] == [0.95]  # not 10.0 / 12.0
