@@ -230,7 +230,8 @@ def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
             "releases", "concurrency_limit", "pauses", "frontend_latency", "frontend_tolerance",
             "waiting_band")}
         if yard:
-            report["gate_ratio"] = round(gate.pages_per_s / report["yardstick"]["pages_per_s"], 3)
+            report["gate_ratio"] = round(
+                report["gate_pages_per_s"] / report["yardstick"]["pages_per_s"], 3)
     return report
 
 
