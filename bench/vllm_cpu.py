@@ -308,10 +308,10 @@ def yardstick_table(report: dict[str, Any]) -> str:
     lines = ["| run | pages/s | / yardstick | peak waiting | gate beside / run |",
              "|---|---|---|---|---|"]
     best = report["yardstick"]["pages_per_s"]
-    beside = {b["run"]: b for b in report.get("beside", [])}
+    beside = iter(report.get("beside", []))  # one per yardstick row, in order
     for row in report["rows"]:
         peak = "-" if row["peak_waiting"] is None else str(row["peak_waiting"])
-        near = beside.get(row["run"])
+        near = next(beside, None) if row["run"] != "gate" and "beside" in report else None
         ratio = "-" if near is None else f"{near['gate_beside']:.2f} / {near['pages_per_s']:.2f}" \
             f" = {near['gate_ratio_beside']:.3f}"
         lines.append(f"| {row['run']} | {row['pages_per_s']:.2f} | "

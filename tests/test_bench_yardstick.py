@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.vllm_cpu import beside_ratios, best_strategy, interleaved, rounds_summary
+from bench.vllm_cpu import (
+    beside_ratios,
+    best_strategy,
+    interleaved,
+    rounds_summary,
+    yardstick_table,
+)
 
 
 def _round(gate: float, **runs: float) -> dict[str, Any]:
@@ -66,3 +72,14 @@ def test_an_interleaved_round_takes_the_best_strategys_ratio_beside_it() -> None
                       "gate_ratio_beside": 0.95}]
     best = best_strategy([one])
     assert best is not None and best["ratios"] == [0.95]  # not 10.0 / 12.0
+
+
+def test_the_table_gives_each_run_its_own_ratio_even_when_runs_share_a_name() -> None:
+    rows = [{"run": "gate", "pages_per_s": 10.0, "peak_waiting": 8},
+            {"run": "gate B", "pages_per_s": 10.0, "peak_waiting": 16},
+            {"run": "gate", "pages_per_s": 12.0, "peak_waiting": 8},
+            {"run": "gate B", "pages_per_s": 8.0, "peak_waiting": 16},
+            {"run": "gate", "pages_per_s": 12.0, "peak_waiting": 8}]
+    report = {"rows": rows, "yardstick": {"pages_per_s": 10.0}, "beside": beside_ratios(rows)}
+    table = yardstick_table(report)
+    assert "11.00 / 10.00 = 1.100" in table and "12.00 / 8.00 = 1.500" in table
