@@ -34,6 +34,7 @@ import asyncio
 import dataclasses
 import functools
 import json
+import resource
 import tempfile
 import time
 from collections.abc import Callable
@@ -57,6 +58,7 @@ from bench.vllm_server import (
     SERVED_NAME,
     SLOTS,
     VllmCpuServer,
+    group_cpu_seconds,
     run_env_script,
     stop_process_group,
     vllm_cpu_server,
@@ -194,6 +196,8 @@ def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
         by_name = {o[0]: o for o in openers} | {"gate": ("gate", *named["gate"])}
         openers = [by_name[n] for n in interleaved([o[0] for o in openers], every=interleave)]
     for name, concurrency, opener in openers:
+        client_before = _own_cpu_seconds()
+        server_before = group_cpu_seconds(server.process.pid)
         burst = asyncio.run(run_burst(server.base_url, server.metrics_url, opener,
                                       pages=pages, salt=salt, period_s=work.probe_period_s,
                                       repeat_every=work.repeat_every))
@@ -205,8 +209,12 @@ def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
                      "concurrency": burst.snapshot.get("concurrency_limit", concurrency),
                      "pages_per_s": round(burst.pages_per_s, 2),
                      "peak_waiting": burst.max_waiting, "statuses": burst.statuses,
-                     "engine_idle_share": movement(burst, SLOTS)["engine_idle_share"]})
-        log(f"{name}: {burst.pages_per_s:.2f} pages/s, peak waiting {burst.max_waiting}")
+                     "engine_idle_share": movement(burst, SLOTS)["engine_idle_share"],
+                     "cpu_ms_per_page": _cpu_per_page(
+                         client_before, server_before, group_cpu_seconds(server.process.pid),
+                         pages)})
+        log(f"{name}: {burst.pages_per_s:.2f} pages/s, peak waiting {burst.max_waiting}, "
+            f"CPU ms/page {rows[-1]['cpu_ms_per_page']}")
     report: dict[str, Any] = {"rows": rows, "next_salt": salt,
                               "timelines": {k: timeline(b) for k, b in bursts.items()}}
     report |= {k.replace(" ", "_"): movement(b, SLOTS) for k, b in bursts.items()}
@@ -233,6 +241,21 @@ def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
             report["gate_ratio"] = round(
                 report["gate_pages_per_s"] / report["yardstick"]["pages_per_s"], 3)
     return report
+
+
+def _own_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _cpu_per_page(client_before: float, server_before: dict[str, float],
+                  server_after: dict[str, float], pages: int) -> dict[str, float]:
+    """CPU milliseconds per page of one run: this client's process and each server
+    process (on two shared cores, what one of them spends the others cannot)."""
+    out = {"client": round((_own_cpu_seconds() - client_before) * 1000 / pages, 1)}
+    for name, after in sorted(server_after.items()):
+        out[name] = round((after - server_before.get(name, 0.0)) * 1000 / pages, 1)
+    return out
 
 
 def _fixed(limit: int) -> Callable[[], AbstractAsyncContextManager[Admission]]:

@@ -31,6 +31,24 @@ SLOTS = 4  # scripts/vllm-cpu-env: --max-num-seqs 4
 READY_TIMEOUT_S = 300.0
 
 
+def group_cpu_seconds(pgid: int, proc: Path = Path("/proc")) -> dict[str, float]:
+    """CPU seconds (user + system) so far of each process in a process group, summed by
+    process name: the API server ("python"), the engine core, its worker. Linux only."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # the process ended meanwhile
+            continue
+        name = text[text.index("(") + 1:text.rindex(")")]
+        fields = text[text.rindex(")") + 2:].split()  # fields from the state on
+        if int(fields[2]) != pgid:  # pgrp is the 5th field of stat
+            continue
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+    return out
+
+
 def run_env_script(*args: str) -> str:
     done = subprocess.run(
         [str(SCRIPT), *args], cwd=REPO, capture_output=True, text=True, timeout=900, check=False
