@@ -110,6 +110,19 @@ TINY_GATE = scaled_gate()
 """The GateConfig for the tiny server (tests use it too)."""
 
 
+def variant_gate(overrides: str, base: GateConfig = TINY_GATE) -> GateConfig:
+    """`base` with some GateConfig fields or GateTuning constants changed
+    ("name=value,name=value"): the other gate of an A/B round (`--variant`)."""
+    tuning: dict[str, Any] = {}
+    fields: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in overrides.split(","))):
+        name, _, value = (p.strip() for p in item.partition("="))
+        target, owner = (tuning, base.tuning) if name in base.tuning._fields else (fields, base)
+        default = getattr(owner, name)
+        target[name] = float(value) if default is None else type(default)(value)
+    return dataclasses.replace(base, **fields, tuning=base.tuning._replace(**tuning))
+
+
 def gate_for(metrics_url: str, config: GateConfig = TINY_GATE,
              ) -> Callable[[], AbstractAsyncContextManager[Admission]]:
     return lambda: Gate.for_metrics_url(config, metrics_url)
@@ -172,7 +185,7 @@ def beside_ratios(rows: list[dict[str, Any]], gate: str = "gate") -> list[dict[s
 def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
                   log: Callable[[str], None], *, first_salt: int = 1,
                   runs: tuple[str, ...] = ("deep queue", "gate"),
-                  interleave: int = 0) -> dict[str, Any]:
+                  interleave: int = 0, variant: GateConfig | None = None) -> dict[str, Any]:
     """Closed loops over the sweep, the deep queue and the gate, each on fresh pages.
 
     Every run goes through `run_burst` with the same /metrics probe: a closed loop of c
@@ -191,6 +204,8 @@ def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
     openers = [(f"closed loop {c}", c, _fixed(c)) for c in sweep]
     named = {"deep queue": (pages, _fixed(pages)),
              "gate": (None, gate_for(server.metrics_url))}
+    if variant is not None:
+        named["gate B"] = (None, gate_for(server.metrics_url, variant))
     openers += [(name, *named[name]) for name in runs if not (interleave and name == "gate")]
     if interleave:
         by_name = {o[0]: o for o in openers} | {"gate": ("gate", *named["gate"])}
@@ -412,6 +427,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="run the gate before the yardstick's runs, after every K of them "
                              "and at the end, and compare each run with the gate beside it "
                              "(cancels host drift); 0: one gate run at the end")
+    parser.add_argument("--variant", default=None, metavar="NAME=VALUE,...",
+                        help="an A/B run: 'gate B' in --runs is the gate with these GateTuning "
+                             "constants changed, e.g. --runs 'gate B,gate B' --interleave 1")
     parser.add_argument("--repeat-every", type=int, default=None, metavar="K",
                         help="images repeat every K pages (default: all distinct)")
     parser.add_argument("--probe-period", type=float, default=1.0,
@@ -451,12 +469,14 @@ def main(argv: list[str] | None = None) -> None:
                 runs = tuple(r.strip() for r in args.runs.split(",") if r.strip())
                 report |= {"pages": args.pages, "sweep": sweep, "workload": dataclasses.asdict(work),
                            "server_args": args.server_arg, "interleave": args.interleave,
+                           "variant": args.variant,
                            "gate_config": {k: getattr(TINY_GATE, k, None) for k in TIME_FIELDS}}
                 rounds, salt = [], 1
                 for k in range(args.rounds):
                     log(f"round {k + 1} of {args.rounds}")
                     one = run_yardstick(server, work, sweep, log, first_salt=salt, runs=runs,
-                                        interleave=args.interleave)
+                                        interleave=args.interleave,
+                                        variant=variant_gate(args.variant) if args.variant else None)
                     salt = one.pop("next_salt")
                     rounds.append(one)
                     if args.json:  # a long session keeps what it measured so far
