@@ -249,8 +249,9 @@ def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
         beside = beside_ratios(rows) if interleave else []
         if beside and yard:
             report["beside"] = beside
-            report["gate_ratio_beside"] = next(
-                b["gate_ratio_beside"] for b in beside if b["run"] == best["run"])
+            report["gate_ratio_beside"] = next(  # the best row itself (names may repeat)
+                b["gate_ratio_beside"] for b in beside
+                if (b["run"], b["pages_per_s"]) == (best["run"], best["pages_per_s"]))
             report["gate_ratio_beside_min"] = min(b["gate_ratio_beside"] for b in beside)
         report["gate_snapshot"] = {k: gate.snapshot.get(k) for k in (
             "releases", "concurrency_limit", "pauses", "frontend_latency", "frontend_tolerance",
