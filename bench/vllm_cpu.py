@@ -167,21 +167,20 @@ def interleaved(names: list[str], between: str = "gate", every: int = 1) -> list
     return order
 
 
-def beside_ratios(rows: list[dict[str, Any]], gate: str = "gate") -> list[dict[str, Any]]:
-    """Each yardstick row with `gate_beside`: the mean of the gate runs just before and
-    just after it, and `gate_ratio_beside`, that mean over the row's own rate."""
+def with_gate_beside(rows: list[dict[str, Any]], gate: str = "gate") -> list[dict[str, Any]]:
+    """The rows, each yardstick row next to a gate run given `gate_beside`: the mean of the
+    gate runs just before and just after it, and `gate_ratio_beside`, that mean over the
+    row's own rate. Kept on the row itself, so runs that share a name keep their own."""
     out: list[dict[str, Any]] = []
     for k, row in enumerate(rows):
-        if row["run"] == gate:
-            continue
         near = [rows[j]["pages_per_s"] for j in (k - 1, k + 1)
                 if 0 <= j < len(rows) and rows[j]["run"] == gate]
-        if not near:
+        if row["run"] == gate or not near:
+            out.append(row)
             continue
         beside = sum(near) / len(near)
-        out.append({"run": row["run"], "pages_per_s": row["pages_per_s"],
-                    "gate_beside": round(beside, 2),
-                    "gate_ratio_beside": round(beside / row["pages_per_s"], 3)})
+        out.append(row | {"gate_beside": round(beside, 2),
+                          "gate_ratio_beside": round(beside / row["pages_per_s"], 3)})
     return out
 
 
@@ -203,17 +202,16 @@ def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
     salt = first_salt
     pages = work.pages
     bursts: dict[str, Burst] = {}
-    openers: list[tuple[str, int | None, Callable[[], AbstractAsyncContextManager[Admission]]]]
-    openers = [(f"closed loop {c}", c, _fixed(c)) for c in sweep]
-    named = {"deep queue": (pages, _fixed(pages)),
-             "gate": (None, gate_for(server.metrics_url))}
+    named: dict[str, tuple[int | None, Callable[[], AbstractAsyncContextManager[Admission]]]]
+    named = {f"closed loop {c}": (c, _fixed(c)) for c in sweep}
+    named |= {"deep queue": (pages, _fixed(pages)), "gate": (None, gate_for(server.metrics_url))}
     if variant is not None:
         named["gate B"] = (None, gate_for(server.metrics_url, variant))
-    openers += [(name, *named[name]) for name in runs if not (interleave and name == "gate")]
+    order = [f"closed loop {c}" for c in sweep] + list(runs)
     if interleave:
-        by_name = {o[0]: o for o in openers} | {"gate": ("gate", *named["gate"])}
-        openers = [by_name[n] for n in interleaved([o[0] for o in openers], every=interleave)]
-    for name, concurrency, opener in openers:
+        order = interleaved([n for n in order if n != "gate"], every=interleave)
+    for name in order:
+        concurrency, opener = named[name]
         client_before = _own_cpu_seconds()
         server_before = group_cpu_seconds(server.process.pid)
         burst = asyncio.run(run_burst(server.base_url, server.metrics_url, opener,
@@ -233,6 +231,8 @@ def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
                          pages)})
         log(f"{name}: {burst.pages_per_s:.2f} pages/s, peak waiting {burst.max_waiting}, "
             f"CPU ms/page {rows[-1]['cpu_ms_per_page']}")
+    if interleave:
+        rows = with_gate_beside(rows)
     report: dict[str, Any] = {"rows": rows, "next_salt": salt,
                               "timelines": {k: timeline(b) for k, b in bursts.items()}}
     report |= {k.replace(" ", "_"): movement(b, SLOTS) for k, b in bursts.items()}
@@ -246,13 +246,10 @@ def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
         report["gate_runs"] = [r["pages_per_s"] for r in gates]
         report["gate_pages_per_s"] = _spread(report["gate_runs"])["median"]
         report["gate_peak_waiting"] = max(r["peak_waiting"] or 0 for r in gates)
-        beside = beside_ratios(rows) if interleave else []
-        if beside and yard:
-            report["beside"] = beside
-            report["gate_ratio_beside"] = next(  # the best row itself (names may repeat)
-                b["gate_ratio_beside"] for b in beside
-                if (b["run"], b["pages_per_s"]) == (best["run"], best["pages_per_s"]))
-            report["gate_ratio_beside_min"] = min(b["gate_ratio_beside"] for b in beside)
+        beside = [r["gate_ratio_beside"] for r in yard if "gate_ratio_beside" in r]
+        if beside:
+            report["gate_ratio_beside"] = best["gate_ratio_beside"]
+            report["gate_ratio_beside_min"] = min(beside)
         report["gate_snapshot"] = {k: gate.snapshot.get(k) for k in (
             "releases", "concurrency_limit", "pauses", "frontend_latency", "frontend_tolerance",
             "waiting_band")}
@@ -340,9 +337,9 @@ def best_strategy(rounds: list[dict[str, Any]]) -> dict[str, Any] | None:
 def _gate_ratio_to(one: dict[str, Any], run: str, pages_per_s: float) -> float:
     """The gate's ratio to one run of a round: against the gate beside it when the round
     was interleaved, else against the round's gate."""
-    for near in one.get("beside", []):
-        if near["run"] == run:
-            return float(near["gate_ratio_beside"])
+    for row in one["rows"]:
+        if row["run"] == run and "gate_ratio_beside" in row:
+            return float(row["gate_ratio_beside"])
     return round(float(one["gate_pages_per_s"]) / pages_per_s, 3)
 
 
@@ -350,12 +347,10 @@ def yardstick_table(report: dict[str, Any]) -> str:
     lines = ["| run | pages/s | / yardstick | peak waiting | gate beside / run |",
              "|---|---|---|---|---|"]
     best = report["yardstick"]["pages_per_s"]
-    beside = iter(report.get("beside", []))  # one per yardstick row, in order
     for row in report["rows"]:
         peak = "-" if row["peak_waiting"] is None else str(row["peak_waiting"])
-        near = next(beside, None) if row["run"] != "gate" and "beside" in report else None
-        ratio = "-" if near is None else f"{near['gate_beside']:.2f} / {near['pages_per_s']:.2f}" \
-            f" = {near['gate_ratio_beside']:.3f}"
+        ratio = "-" if "gate_beside" not in row else \
+            f"{row['gate_beside']:.2f} / {row['pages_per_s']:.2f} = {row['gate_ratio_beside']:.3f}"
         lines.append(f"| {row['run']} | {row['pages_per_s']:.2f} | "
                      f"{row['pages_per_s'] / best:.2f} | {peak} | {ratio} |")
     return "\n".join(lines)

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from bench.vllm_cpu import (
-    beside_ratios,
     best_strategy,
     interleaved,
     rounds_summary,
     variant_gate,
+    with_gate_beside,
     yardstick_table,
 )
 
@@ -62,15 +62,14 @@ def test_each_run_is_compared_with_the_gate_runs_on_either_side_of_it() -> None:
     rows = [{"run": "gate", "pages_per_s": 12.0}, {"run": "loop 4", "pages_per_s": 10.0},
             {"run": "gate", "pages_per_s": 10.0}, {"run": "deep queue", "pages_per_s": 10.0},
             {"run": "gate", "pages_per_s": 8.0}]
-    beside = beside_ratios(rows)
+    beside = [b for b in with_gate_beside(rows) if "gate_beside" in b]
     assert [(b["run"], b["gate_beside"], b["gate_ratio_beside"]) for b in beside] == [
         ("loop 4", 11.0, 1.1), ("deep queue", 9.0, 0.9)]
 
 
 def test_an_interleaved_round_takes_the_best_strategys_ratio_beside_it() -> None:
     one = _round(10.0, loop_16=12.0)
-    one["beside"] = [{"run": "loop 16", "pages_per_s": 12.0, "gate_beside": 11.4,
-                      "gate_ratio_beside": 0.95}]
+    one["rows"][0] |= {"gate_beside": 11.4, "gate_ratio_beside": 0.95}
     best = best_strategy([one])
     assert best is not None and best["ratios"] == [0.95]  # not 10.0 / 12.0
 
@@ -81,7 +80,7 @@ def test_the_table_gives_each_run_its_own_ratio_even_when_runs_share_a_name() ->
             {"run": "gate", "pages_per_s": 12.0, "peak_waiting": 8},
             {"run": "gate B", "pages_per_s": 8.0, "peak_waiting": 16},
             {"run": "gate", "pages_per_s": 12.0, "peak_waiting": 8}]
-    report = {"rows": rows, "yardstick": {"pages_per_s": 10.0}, "beside": beside_ratios(rows)}
+    report = {"rows": with_gate_beside(rows), "yardstick": {"pages_per_s": 10.0}}
     table = yardstick_table(report)
     assert "11.00 / 10.00 = 1.100" in table and "12.00 / 8.00 = 1.500" in table
 
