@@ -44,7 +44,7 @@ from pagegate.admission.policy import (
 from pagegate.server.metrics import Reading
 
 CFG = GateConfig()
-PARTS = ("signals", "concurrency", "bucket", "rates", "units", "front")
+PARTS = ("signals", "concurrency", "bucket", "rates", "units", "front", "acks")
 
 
 def replace(state: GateState, **values: Any) -> GateState:
@@ -342,6 +342,58 @@ def test_one_failed_scrape_does_not_pause_pages_but_freezes_releases() -> None:
     state = observe_failure(state, 1.0, CFG)
     assert page_allowance(state, 1.0, CFG) == 5
     assert decide_release(replace(state, credits=()), 1.0, CFG).reason is Reason.SCRAPE_FAILED
+
+
+def _stale_with_pages_back(finished_at: float, back: int, healthy: bool = True) -> GateState:
+    """Four pages in flight at a reading at 0 s (C 4), `back` of them finished at `finished_at`."""
+    config = gate_config(initial_concurrency=4, min_concurrency=1)
+    state = observe(with_waiters(initial_state(0.0, config), 20), reading(0.0), config)
+    state = released(state, 0.0, config)
+    units_sent = []
+    for _ in range(page_allowance(state, 0.0, config)):
+        state, unit = dispatch(state, 0.0, config)
+        units_sent.append(unit)
+    state = observe(state, reading(0.0, running=4, healthy=healthy), config)  # the newest reading
+    assert state.in_flight == 4
+    for unit in units_sent[:back]:
+        state = on_outcome(state, Outcome.OK, unit, finished_at, config)
+    return state
+
+
+@pytest.mark.parametrize(("finished_at", "back", "now", "allowed"), [
+    (5.5, 3, 6.0, 3),     # stale, three pages back lately: three replace them
+    (5.5, 3, 10.49, 3),   # the last page back is 4.99 s old: still clocked
+    (5.5, 3, 10.5, 0),    # 5 s without a page back: paused
+    (5.5, 0, 6.0, 0),     # stale and nothing back: nothing goes
+])
+def test_a_stale_reading_lets_pages_replace_the_pages_back_and_no_more(
+    finished_at: float, back: int, now: float, allowed: int
+) -> None:
+    config = gate_config(initial_concurrency=4, min_concurrency=1)
+    state = _stale_with_pages_back(finished_at, back)
+    assert page_allowance(state, now, config) == allowed
+    assert (pause_reason(state, now, config) is None) == (back > 0 and now - finished_at < 5.0)
+    assert decide_release(replace(state, credits=()), now, config).reason is Reason.STALE
+    for _ in range(allowed):
+        state, _ = dispatch(state, now, config)
+    assert state.in_flight <= 4  # never more than at the newest reading
+    assert page_allowance(state, now, config) == 0
+
+
+def test_a_stale_reading_does_not_pause_until_pages_stop_coming_back() -> None:
+    config = gate_config(initial_concurrency=4, min_concurrency=1)
+    state = _stale_with_pages_back(5.5, 1)
+    state, _ = dispatch(state, 6.0, config)  # the one page back is replaced: nothing left
+    decision = decide_release(state, 6.0, config)
+    assert next_wake_at(state, decision, 6.0, config) == 10.5  # when the pause would start
+    assert pause_reason(state, 10.5, config) is Reason.STALE
+
+
+def test_a_stale_unhealthy_reading_pauses_even_with_pages_back() -> None:
+    config = gate_config(initial_concurrency=4, min_concurrency=1)
+    state = _stale_with_pages_back(5.5, 3, healthy=False)
+    assert pause_reason(state, 6.0, config) is Reason.STALE
+    assert page_allowance(state, 6.0, config) == 0
 
 
 def test_unhealthy_reading_pauses() -> None:
@@ -930,6 +982,9 @@ class Referee:
         self.peak_in_flight = 0
         self.peak_limit = 0
         self.back_unspent = 0  # pages the server finished since C last grew
+        self.in_flight_at_reading = 0  # pages in flight when the newest reading came
+        self.finished_at: float | None = None  # when the server last finished a page
+        self.sent_on_stale = 0  # pages dispatched on a stale reading (conservation.py)
 
     def waiters_arrive(self, n: int) -> None:
         self.state = with_waiters(self.state, n)
@@ -962,6 +1017,7 @@ class Referee:
         )
         before = self.state.limit
         self.state = observe(self.state, r, self.config)
+        self.in_flight_at_reading = len(self.pages)
         grown = self.state.limit - before
         if grown > 0:  # growth is paid for by pages back (limit.py's docstring)
             assert self.back_unspent > 0, "C grew with no page back"
@@ -980,6 +1036,8 @@ class Referee:
         if outcome.server_finished and unit == self.state.units_released:
             self.latest_unit_done += 1
         self.back_unspent += outcome.server_finished
+        if outcome.server_finished:
+            self.finished_at = self.now
         self.state = on_outcome(
             self.state, outcome, unit, self.now, self.config, dispatched_at=sent_at
         )
@@ -1013,6 +1071,13 @@ class Referee:
             self.state, unit = dispatch(self.state, now, config)
             self.pages.append((unit, now))
             self.queued -= 1
+        r = self.state.reading
+        if allowed and r is not None and now - r.at > config.stale_after_seconds:
+            # On a stale reading, pages only replace pages that came back (conservation.py).
+            self.sent_on_stale += allowed
+            assert self.finished_at is not None, "page sent on a stale reading, none back"
+            assert now - self.finished_at < config.stale_after_seconds, "no page back lately"
+            assert self.state.in_flight <= self.in_flight_at_reading, "stale, yet more in flight"
         self.peak_in_flight = max(self.peak_in_flight, self.state.in_flight)
         self.peak_limit = max(self.peak_limit, self.state.limit)
         wake = next_wake_at(self.state, decide_release(self.state, now, config), now, config)
@@ -1106,7 +1171,7 @@ TestGateMachine.settings = settings(
 
 def test_long_random_walk_exercises_every_rule() -> None:
     """A seeded 30,000-step walk: the same checks, and proof that each rule was reached."""
-    rng = random.Random(20261130)
+    rng = random.Random(20261131)
     ref = Referee()
     outcomes = list(Outcome)
     for _ in range(30_000):
@@ -1142,6 +1207,7 @@ def test_long_random_walk_exercises_every_rule() -> None:
     # with growth clocked by pages back, the walk's in-flight count seldom follows it up.
     assert ref.peak_limit == MACHINE_CONFIG.max_in_flight_pages
     assert ref.peak_in_flight > MACHINE_CONFIG.initial_concurrency - 1
+    assert ref.sent_on_stale > 0  # the walk reached dispatch on a stale reading
     for reason in (Reason.COOLDOWN, Reason.PROGRESS, Reason.PEAK_RATIO, Reason.STALE,
                    Reason.SCRAPE_FAILED, Reason.CREDITS_LEFT, Reason.NO_DEMAND,
                    Reason.UNHEALTHY, Reason.STALLED):

@@ -409,7 +409,7 @@ def test_pages_in_flight_finish_normally_after_close() -> None:
     run(scenario)
 
 
-def test_stale_metrics_freeze_releases_and_pause_pages() -> None:
+def test_stale_metrics_freeze_releases_and_pages_only_replace_pages_back() -> None:
     async def scenario() -> None:
         clock = FakeClock()
         metrics = ScriptedMetrics(clock)
@@ -419,16 +419,19 @@ def test_stale_metrics_freeze_releases_and_pause_pages() -> None:
             workers.start(12)
             await settle()
             assert workers.admitted == [0, 1]  # C = 2 of the 6 credits
+            await clock.advance(1.0)  # a good reading with both pages in flight
 
             metrics.mode = "fail"
             await clock.advance(6.0)  # the last good reading is now stale
             workers.finish(0, 1)
             for _ in range(40):
                 await clock.advance(1.0)
-            assert workers.admitted == [0, 1]  # credits left, but nothing goes while blind
+            # Blind, the gate replaces the two pages that came back and sends nothing more;
+            # once no page has come back for stale_after, it pauses again.
+            assert workers.admitted == [0, 1, 2, 3]
             snap = gate.snapshot()
             assert snap["paused"] == "stale"
-            assert snap["pauses"] == 1
+            assert snap["pauses"] == 2
             assert snap["releases"] == 1
             assert "scripted" in snap["last_scrape_error"]
 

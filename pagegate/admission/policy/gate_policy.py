@@ -13,7 +13,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pagegate.admission.base import Outcome
-from pagegate.admission.policy import frontend, limit, pacing, rates, signals, units
+from pagegate.admission.policy import (
+    conservation,
+    frontend,
+    limit,
+    pacing,
+    rates,
+    signals,
+    units,
+)
 from pagegate.admission.policy.config import GateConfig
 from pagegate.admission.policy.reasons import Reason, ReleaseDecision, hold
 from pagegate.admission.policy.state import GateState
@@ -50,7 +58,8 @@ def observe(
     drained = rates.sample_drain(
         state.rates, reading.at, state.completed_total, state.in_flight, config
     )
-    state = replace(state, signals=seen, rates=drained, front=front)
+    acks = conservation.at_reading(state.acks, state.completed_total, state.admitted_total)
+    state = replace(state, signals=seen, rates=drained, front=front, acks=acks)
     if not signals.usable(seen, config):
         return state  # C stays frozen, and so does the dry clock
     drain = rates.measured_drain(drained)
@@ -89,8 +98,22 @@ def frontend_tolerance(state: GateState) -> int | None:
 
 
 def pause_reason(state: GateState, now: float, config: GateConfig) -> Reason | None:
-    """Why page dispatch is paused now, or None when pages may flow."""
-    return signals.pause_reason(state.signals, now, config)
+    """Why page dispatch is paused now, or None when pages may flow.
+
+    A stale reading does not pause dispatch while pages keep finishing and that reading
+    was usable: pages then flow one for one with the pages back (conservation.py).
+    """
+    reason = signals.pause_reason(state.signals, now, config)
+    if reason is Reason.STALE and _ack_clocked(state, now, config):
+        return None
+    return reason
+
+
+def _ack_clocked(state: GateState, now: float, config: GateConfig) -> bool:
+    """The newest reading is stale but was usable, and a page finished within stale_after."""
+    return signals.usable(state.signals, config) and conservation.ticking(
+        state.acks, now, config.stale_after_seconds
+    )
 
 
 # ---------------------------------------------------------------------------- rates
@@ -178,8 +201,17 @@ def page_allowance(state: GateState, now: float, config: GateConfig) -> int:
     if pause_reason(state, now, config) is not None:
         return 0
     tokens = pacing.whole_tokens(state.bucket, now, pace_rate(state, config), config)
-    allowed = min(state.queued, state.open_credits, _room(state, config), tokens)
-    return max(0, allowed)
+    return max(0, min(_dispatchable(state, now, config), tokens))
+
+
+def _dispatchable(state: GateState, now: float, config: GateConfig) -> int:
+    """Waiting, credited pages that C, the hard cap and (on a stale reading) the pages
+    back let in flight, before the token bucket."""
+    allowed = min(state.queued, state.open_credits, _room(state, config))
+    if signals.stale(state.signals, now, config):
+        allowed = min(allowed, conservation.budget(
+            state.acks, state.completed_total, state.admitted_total))
+    return allowed
 
 
 def next_token_at(state: GateState, now: float, config: GateConfig) -> float:
@@ -233,6 +265,7 @@ def on_outcome(
             completed_total=state.completed_total + 1,
             rates=latencies,
             concurrency=limit.completed(state.concurrency),
+            acks=conservation.finished(state.acks, now),
         )
     state = replace(state, units=units.give_back(state.units, unit_id))
     if outcome is Outcome.CAPACITY:
@@ -265,8 +298,11 @@ def next_wake_at(
     if decision.recheck_at is not None:
         times.append(decision.recheck_at)
     if pause_reason(state, now, config) is None:
-        if min(state.queued, state.open_credits, _room(state, config)) > 0:
+        if _dispatchable(state, now, config) > 0:
             times.append(next_token_at(state, now, config))
+        finished_at = state.acks.finished_at
+        if signals.stale(state.signals, now, config) and finished_at is not None:
+            times.append(finished_at + config.stale_after_seconds)  # the pause, if none finish
     elif state.queued > 0 and config.unavailable_after_seconds is not None:
         since = signals.usable_since(state.signals, state.started_at)
         times.append(since + config.unavailable_after_seconds)

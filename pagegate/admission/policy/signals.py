@@ -103,6 +103,12 @@ def usable(signals: Signals, config: GateConfig) -> bool:
     return reading is not None and reading.healthy and not stalled(signals, config)
 
 
+def stale(signals: Signals, now: float, config: GateConfig) -> bool:
+    """The newest good reading is older than stale_after (True when there is none)."""
+    reading = signals.reading
+    return reading is None or now - reading.at > config.stale_after_seconds
+
+
 def pause_reason(signals: Signals, now: float, config: GateConfig) -> Reason | None:
     """Why page dispatch is paused now, or None when pages may flow.
 
@@ -112,7 +118,7 @@ def pause_reason(signals: Signals, now: float, config: GateConfig) -> Reason | N
     reading = signals.reading
     if reading is None:
         return Reason.NO_READING
-    if now - reading.at > config.stale_after_seconds:
+    if stale(signals, now, config):
         return Reason.STALE
     if not reading.healthy:
         return Reason.UNHEALTHY

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from pagegate.admission.policy import frontend, limit, pacing
 from pagegate.admission.policy.config import GateConfig
+from pagegate.admission.policy.conservation import AckClock
 from pagegate.admission.policy.frontend import FrontEnd
 from pagegate.admission.policy.limit import Concurrency
 from pagegate.admission.policy.pacing import Bucket
@@ -30,6 +31,7 @@ class GateState:
     rates: Rates
     units: Units
     front: FrontEnd = field(default_factory=FrontEnd)
+    acks: AckClock = field(default_factory=AckClock)
     queued: int = 0                              # pages waiting at the gate
     in_flight: int = 0                           # pages holding a permit
     admitted_total: int = 0
