@@ -374,10 +374,12 @@ def test_a_stale_reading_lets_pages_replace_the_pages_back_and_no_more(
     assert page_allowance(state, now, config) == allowed
     assert (pause_reason(state, now, config) is None) == (back > 0 and now - finished_at < 5.0)
     assert decide_release(replace(state, credits=()), now, config).reason is Reason.STALE
+    assert state.acks.clocked_total == 0  # the four pages went on a fresh reading
     for _ in range(allowed):
         state, _ = dispatch(state, now, config)
     assert state.in_flight <= 4  # never more than at the newest reading
     assert page_allowance(state, now, config) == 0
+    assert state.acks.clocked_total == allowed  # each page sent on the stale reading counted
 
 
 def test_a_stale_reading_does_not_pause_until_pages_stop_coming_back() -> None:

@@ -432,6 +432,7 @@ def test_stale_metrics_freeze_releases_and_pages_only_replace_pages_back() -> No
             snap = gate.snapshot()
             assert snap["paused"] == "stale"
             assert snap["pauses"] == 2
+            assert snap["ack_clocked_pages"] == 2  # pages 2 and 3, sent on the stale reading
             assert snap["releases"] == 1
             assert "scripted" in snap["last_scrape_error"]
 

@@ -26,6 +26,7 @@ class AckClock:
     completed_at_reading: int = 0                # our completions when the newest reading came
     admitted_at_reading: int = 0                 # our dispatches by then
     finished_at: float | None = None             # when the newest page came back finished
+    clocked_total: int = 0                       # pages sent on a stale reading, ever
 
 
 def at_reading(clock: AckClock, completed_total: int, admitted_total: int) -> AckClock:
@@ -36,6 +37,11 @@ def at_reading(clock: AckClock, completed_total: int, admitted_total: int) -> Ac
 def finished(clock: AckClock, now: float) -> AckClock:
     """A page came back finished by the server."""
     return replace(clock, finished_at=now)
+
+
+def clocked(clock: AckClock) -> AckClock:
+    """A page went in flight on a stale reading (counted for the snapshot and benchmarks)."""
+    return replace(clock, clocked_total=clock.clocked_total + 1)
 
 
 def ticking(clock: AckClock, now: float, window: float) -> bool:

@@ -225,8 +225,10 @@ def dispatch(state: GateState, now: float, config: GateConfig) -> tuple[GateStat
         raise ValueError("no page may be dispatched now")
     credit, unit_id = units.spend(state.units)
     queued = state.queued - 1
+    stale = signals.stale(state.signals, now, config)
     state = replace(
         state,
+        acks=conservation.clocked(state.acks) if stale else state.acks,
         units=units.mark_dry(credit, queued, now),
         bucket=pacing.take(state.bucket, now, pace_rate(state, config), config),
         queued=queued,
