@@ -37,6 +37,7 @@ import asyncio
 import dataclasses
 import functools
 import json
+import os
 import resource
 import tempfile
 import time
@@ -62,6 +63,7 @@ from bench.vllm_server import (
     SLOTS,
     VllmCpuServer,
     group_cpu_seconds,
+    pin_group,
     run_env_script,
     stop_process_group,
     vllm_cpu_server,
@@ -134,6 +136,28 @@ def gate_for(metrics_url: str, config: GateConfig = TINY_GATE,
 def default_sweep(slots: int = SLOTS) -> list[int]:
     """max_num_seqs x 1, 2, 4, ..., 64."""
     return [slots * 2**k for k in range(7)]
+
+
+WORKER_CPU = 1
+"""With `--pin`, the CPU the engine's worker (the model's forward passes) has to itself."""
+HOST_CPU = 0
+"""With `--pin`, the CPU everything else shares: API server, engine core, this client."""
+
+
+def pinned_cpus(process_name: str) -> set[int]:
+    """Where `--pin` puts a server process: the worker alone on one CPU, the rest on the
+    other, the way a GPU server's forward passes never take CPU from its front end."""
+    return {WORKER_CPU} if "Worker" in process_name else {HOST_CPU}
+
+
+def pin_like_a_gpu_server(server: VllmCpuServer) -> dict[str, list[int]]:
+    """Pin the server's processes (`pinned_cpus`) and this client (HOST_CPU), every thread."""
+    placed = pin_group(server.process.pid, pinned_cpus)
+    if not any(WORKER_CPU in cpus for cpus in placed.values()):
+        raise RuntimeError(f"--pin: no worker process in the server's group: {placed}")
+    for task in Path("/proc/self/task").iterdir():
+        os.sched_setaffinity(int(task.name), {HOST_CPU})
+    return placed | {"client": [HOST_CPU]}
 
 
 # --------------------------------------------------------------------- the yardstick
@@ -229,8 +253,13 @@ def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
                      "cpu_ms_per_page": _cpu_per_page(
                          client_before, server_before, group_cpu_seconds(server.process.pid),
                          pages)})
+        if burst.snapshot.get("kind") == "gate":  # how often it was blind, and what it sent so
+            rows[-1] |= {k: burst.snapshot.get(k) for k in ("pauses", "ack_clocked_pages")}
         log(f"{name}: {burst.pages_per_s:.2f} pages/s, peak waiting {burst.max_waiting}, "
-            f"CPU ms/page {rows[-1]['cpu_ms_per_page']}")
+            f"CPU ms/page {rows[-1]['cpu_ms_per_page']}"
+            + ("" if "pauses" not in rows[-1] else
+               f", pauses {rows[-1]['pauses']}, pages on a stale reading "
+               f"{rows[-1]['ack_clocked_pages']}"))
     if interleave:
         rows = with_gate_beside(rows)
     report: dict[str, Any] = {"rows": rows, "next_salt": salt,
@@ -251,8 +280,8 @@ def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
             report["gate_ratio_beside"] = best["gate_ratio_beside"]
             report["gate_ratio_beside_min"] = min(beside)
         report["gate_snapshot"] = {k: gate.snapshot.get(k) for k in (
-            "releases", "concurrency_limit", "pauses", "frontend_latency", "frontend_tolerance",
-            "waiting_band")}
+            "releases", "concurrency_limit", "pauses", "ack_clocked_pages", "frontend_latency",
+            "frontend_tolerance", "waiting_band")}
         if yard:
             report["gate_ratio"] = round(
                 report["gate_pages_per_s"] / report["yardstick"]["pages_per_s"], 3)
@@ -433,6 +462,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="images repeat every K pages (default: all distinct)")
     parser.add_argument("--probe-period", type=float, default=1.0,
                         help="seconds between the /metrics probe's samples during bursts")
+    parser.add_argument("--pin", action="store_true",
+                        help="the engine's worker alone on CPU 1; the API server, the engine "
+                             "core and this client on CPU 0 (no CPU shared with the model, as "
+                             "on a GPU server)")
     parser.add_argument("--server-arg", action="append", default=[],
                         help="an extra vllm serve argument, e.g. --server-arg=--mm-processor-cache-gb=0")
     args = parser.parse_args(argv)
@@ -458,6 +491,9 @@ def main(argv: list[str] | None = None) -> None:
         log_path = args.server_log or Path(tmp) / "server.log"
         with vllm_cpu_server(log_path, *args.server_arg) as server:
             log(f"server ready in {time.monotonic() - started:.1f} s")
+            if args.pin:
+                report["pinned"] = pin_like_a_gpu_server(server)
+                log(f"pinned: {report['pinned']}")
             if args.calibrate:
                 report["vllm_cpu"] = calibration_bursts(server.base_url, server.metrics_url,
                                                         sizes, 1000, log, "vllm-cpu")

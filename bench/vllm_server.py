@@ -14,7 +14,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,22 +31,40 @@ SLOTS = 4  # scripts/vllm-cpu-env: --max-num-seqs 4
 READY_TIMEOUT_S = 300.0
 
 
-def group_cpu_seconds(pgid: int, proc: Path = Path("/proc")) -> dict[str, float]:
-    """CPU seconds (user + system) so far of each process in a process group, summed by
-    process name: the API server ("python"), the engine core, its worker. Linux only."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    out: dict[str, float] = {}
+def _group_stats(pgid: int, proc: Path) -> Iterator[tuple[int, str, list[str]]]:
+    """(pid, name, /proc/pid/stat fields from the state on) of each process in a group."""
     for stat in proc.glob("[0-9]*/stat"):
         try:
             text = stat.read_text()
         except OSError:  # the process ended meanwhile
             continue
-        name = text[text.index("(") + 1:text.rindex(")")]
-        fields = text[text.rindex(")") + 2:].split()  # fields from the state on
-        if int(fields[2]) != pgid:  # pgrp is the 5th field of stat
-            continue
+        fields = text[text.rindex(")") + 2:].split()
+        if int(fields[2]) == pgid:  # pgrp is the 5th field of stat
+            yield int(stat.parent.name), text[text.index("(") + 1:text.rindex(")")], fields
+
+
+def group_cpu_seconds(pgid: int, proc: Path = Path("/proc")) -> dict[str, float]:
+    """CPU seconds (user + system) so far of each process in a process group, summed by
+    process name: the API server ("python"), the engine core, its worker. Linux only."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for _, name, fields in _group_stats(pgid, proc):
         out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
     return out
+
+
+def pin_group(pgid: int, cpus_for: Callable[[str], set[int]],
+              proc: Path = Path("/proc")) -> dict[str, list[int]]:
+    """Bind every thread of every process in a process group to `cpus_for(process name)`;
+    returns what each name got. Threads started later inherit their creator's CPUs."""
+    placed: dict[str, list[int]] = {}
+    for pid, name, _ in _group_stats(pgid, proc):
+        cpus = cpus_for(name)
+        for task in (proc / str(pid) / "task").iterdir():
+            with contextlib.suppress(ProcessLookupError, FileNotFoundError):
+                os.sched_setaffinity(int(task.name), cpus)
+        placed[name] = sorted(cpus)
+    return placed
 
 
 def run_env_script(*args: str) -> str:
