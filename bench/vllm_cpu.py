@@ -37,7 +37,6 @@ import asyncio
 import dataclasses
 import functools
 import json
-import os
 import resource
 import tempfile
 import time
@@ -64,6 +63,7 @@ from bench.vllm_server import (
     VllmCpuServer,
     group_cpu_seconds,
     pin_group,
+    pin_threads,
     run_env_script,
     stop_process_group,
     vllm_cpu_server,
@@ -155,8 +155,7 @@ def pin_like_a_gpu_server(server: VllmCpuServer) -> dict[str, list[int]]:
     placed = pin_group(server.process.pid, pinned_cpus)
     if not any(WORKER_CPU in cpus for cpus in placed.values()):
         raise RuntimeError(f"--pin: no worker process in the server's group: {placed}")
-    for task in Path("/proc/self/task").iterdir():
-        os.sched_setaffinity(int(task.name), {HOST_CPU})
+    pin_threads(Path("/proc/self"), {HOST_CPU})
     return placed | {"client": [HOST_CPU]}
 
 

@@ -60,11 +60,18 @@ def pin_group(pgid: int, cpus_for: Callable[[str], set[int]],
     placed: dict[str, list[int]] = {}
     for pid, name, _ in _group_stats(pgid, proc):
         cpus = cpus_for(name)
-        for task in (proc / str(pid) / "task").iterdir():
-            with contextlib.suppress(ProcessLookupError, FileNotFoundError):
-                os.sched_setaffinity(int(task.name), cpus)
+        pin_threads(proc / str(pid), cpus)
         placed[name] = sorted(cpus)
     return placed
+
+
+def pin_threads(process_dir: Path, cpus: set[int]) -> None:
+    """Bind every thread of one process (its /proc directory) to `cpus`. A thread that
+    ends meanwhile is skipped: affinity is per thread, so the process's pid alone is not
+    enough."""
+    for task in (process_dir / "task").iterdir():
+        with contextlib.suppress(ProcessLookupError, FileNotFoundError):
+            os.sched_setaffinity(int(task.name), cpus)
 
 
 def run_env_script(*args: str) -> str:
