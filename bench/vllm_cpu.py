@@ -62,9 +62,11 @@ from bench.vllm_server import (
     SLOTS,
     VllmCpuServer,
     group_cpu_seconds,
+    host_cpu_ticks,
     pin_group,
     pin_threads,
     run_env_script,
+    steal_share,
     stop_process_group,
     vllm_cpu_server,
 )
@@ -237,6 +239,7 @@ def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
         concurrency, opener = named[name]
         client_before = _own_cpu_seconds()
         server_before = group_cpu_seconds(server.process.pid)
+        host_before = host_cpu_ticks()
         burst = asyncio.run(run_burst(server.base_url, server.metrics_url, opener,
                                       pages=pages, salt=salt, period_s=work.probe_period_s,
                                       repeat_every=work.repeat_every))
@@ -251,11 +254,12 @@ def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
                      "engine_idle_share": movement(burst, SLOTS)["engine_idle_share"],
                      "cpu_ms_per_page": _cpu_per_page(
                          client_before, server_before, group_cpu_seconds(server.process.pid),
-                         pages)})
+                         pages),
+                     "steal_share": round(steal_share(host_before, host_cpu_ticks()), 3)})
         if burst.snapshot.get("kind") == "gate":  # how often it was blind, and what it sent so
             rows[-1] |= {k: burst.snapshot.get(k) for k in ("pauses", "ack_clocked_pages")}
         log(f"{name}: {burst.pages_per_s:.2f} pages/s, peak waiting {burst.max_waiting}, "
-            f"CPU ms/page {rows[-1]['cpu_ms_per_page']}"
+            f"CPU ms/page {rows[-1]['cpu_ms_per_page']}, steal {rows[-1]['steal_share']}"
             + ("" if "pauses" not in rows[-1] else
                f", pauses {rows[-1]['pauses']}, pages on a stale reading "
                f"{rows[-1]['ack_clocked_pages']}"))

@@ -53,6 +53,25 @@ def group_cpu_seconds(pgid: int, proc: Path = Path("/proc")) -> dict[str, float]
     return out
 
 
+def host_cpu_ticks(proc: Path = Path("/proc")) -> tuple[int, int]:
+    """(steal, total) clock ticks of all CPUs since boot, from /proc/stat's first line.
+
+    Steal is the time this virtual machine was ready to run and the hypervisor ran another
+    guest instead. On the shared 2-core machines the host's speed drifts by ~20 % within
+    minutes; a run's steal share says how much of that drift was taken from outside."""
+    fields = (proc / "stat").read_text().split("\n", 1)[0].split()
+    # cpu user nice system idle iowait irq softirq steal guest guest_nice (proc(5));
+    # guest time is already counted in user, so the total is the first eight.
+    ticks = [int(v) for v in fields[1:9]]
+    return ticks[7], sum(ticks)
+
+
+def steal_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """The share of CPU time stolen between two `host_cpu_ticks` readings."""
+    total = after[1] - before[1]
+    return 0.0 if total <= 0 else (after[0] - before[0]) / total
+
+
 def pin_group(pgid: int, cpus_for: Callable[[str], set[int]],
               proc: Path = Path("/proc")) -> dict[str, list[int]]:
     """Bind every thread of every process in a process group to `cpus_for(process name)`;

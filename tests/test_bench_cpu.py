@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from bench.vllm_cpu import HOST_CPU, WORKER_CPU, pinned_cpus
-from bench.vllm_server import group_cpu_seconds, pin_group, stop_process_group
+from bench.vllm_server import (
+    group_cpu_seconds,
+    host_cpu_ticks,
+    pin_group,
+    steal_share,
+    stop_process_group,
+)
 
 
 def _stat(root: Path, pid: int, name: str, pgrp: int, utime: int, stime: int) -> None:
@@ -21,6 +27,23 @@ def _stat(root: Path, pid: int, name: str, pgrp: int, utime: int, stime: int) ->
     (root / str(pid)).mkdir()
     (root / str(pid) / "stat").write_text(
         f"{pid} ({name}) S 1 {pgrp} {pgrp} 0 -1 0 0 0 0 0 {utime} {stime} 0 0 20 0 1 0\n")
+
+
+def _proc_stat(root: Path, user: int, idle: int, steal: int, guest: int) -> None:
+    # cpu user nice system idle iowait irq softirq steal guest guest_nice, then per CPU
+    (root / "stat").write_text(
+        f"cpu  {user} 0 10 {idle} 0 0 0 {steal} {guest} 0\n"
+        f"cpu0 {user} 0 10 {idle} 0 0 0 {steal} {guest} 0\nintr 1 2 3\n")
+
+
+def test_steal_is_the_share_of_all_cpu_time_between_two_readings(tmp_path: Path) -> None:
+    _proc_stat(tmp_path, user=100, idle=50, steal=40, guest=7)
+    before = host_cpu_ticks(tmp_path)
+    assert before == (40, 200)  # guest time is inside user: not counted twice
+    _proc_stat(tmp_path, user=160, idle=70, steal=60, guest=7)
+    after = host_cpu_ticks(tmp_path)
+    assert steal_share(before, after) == pytest.approx(20 / 100)
+    assert steal_share(after, after) == 0.0
 
 
 def test_cpu_is_summed_by_process_name_over_one_process_group(tmp_path: Path) -> None:
