@@ -130,9 +130,9 @@ def variant_gate(overrides: str, base: GateConfig = TINY_GATE) -> GateConfig:
     return dataclasses.replace(base, **fields, tuning=base.tuning._replace(**tuning))
 
 
-def gate_for(metrics_url: str, config: GateConfig = TINY_GATE,
+def gate_for(metrics_url: str, config: GateConfig = TINY_GATE, *, named: bool = True,
              ) -> Callable[[], AbstractAsyncContextManager[Admission]]:
-    return lambda: Gate.for_metrics_url(config, metrics_url)
+    return lambda: Gate.for_metrics_url(config, metrics_url, named=named)
 
 
 def default_sweep(slots: int = SLOTS) -> list[int]:
@@ -192,6 +192,23 @@ def interleaved(names: list[str], between: str = "gate", every: int = 1) -> list
     return order
 
 
+def round_order(sweep: list[int], runs: tuple[str, ...], *, interleave: int = 0,
+                round_index: int = 0) -> list[str]:
+    """The runs of one round: the sweep's closed loops, then `runs`, reversed every other
+    round, then interleaved with the gate when `interleave` > 0.
+
+    Reversed because a run after one that held hundreds of requests (the closed loop of
+    256, the deep queue) starts on a slower API server, and in one fixed order the same
+    run always pays for that (BENCHMARKS.md, "Three pinned rounds at 2,000 pages").
+    """
+    order = [f"closed loop {c}" for c in sweep] + list(runs)
+    if round_index % 2:
+        order.reverse()
+    if interleave:
+        order = interleaved([n for n in order if n != "gate"], every=interleave)
+    return order
+
+
 def with_gate_beside(rows: list[dict[str, Any]], gate: str = "gate") -> list[dict[str, Any]]:
     """The rows, each yardstick row next to a gate run given `gate_beside`: the mean of the
     gate runs just before and just after it, and `gate_ratio_beside`, that mean over the
@@ -212,7 +229,8 @@ def with_gate_beside(rows: list[dict[str, Any]], gate: str = "gate") -> list[dic
 def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
                   log: Callable[[str], None], *, first_salt: int = 1,
                   runs: tuple[str, ...] = ("deep queue", "gate"),
-                  interleave: int = 0, variant: GateConfig | None = None) -> dict[str, Any]:
+                  interleave: int = 0, variant: GateConfig | None = None,
+                  variant_named: bool = True, round_index: int = 0) -> dict[str, Any]:
     """Closed loops over the sweep, the deep queue and the gate, each on fresh pages.
 
     Every run goes through `run_burst` with the same /metrics probe: a closed loop of c
@@ -221,7 +239,8 @@ def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
     time, so a yardstick measured without it would hold the runs to different loads.
     With `interleave` = k > 0, the gate runs before the yardstick's runs, after every k
     of them and at the end (`interleaved`), and each yardstick run is compared with the
-    gate beside it.
+    gate beside it; every other round (`round_index` odd) runs in reverse order. "gate B" is the gate with `variant` (default: the same config), and
+    with `variant_named` False it scrapes the whole /metrics page.
     """
     rows: list[dict[str, Any]] = []
     salt = first_salt
@@ -230,11 +249,10 @@ def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
     named: dict[str, tuple[int | None, Callable[[], AbstractAsyncContextManager[Admission]]]]
     named = {f"closed loop {c}": (c, _fixed(c)) for c in sweep}
     named |= {"deep queue": (pages, _fixed(pages)), "gate": (None, gate_for(server.metrics_url))}
-    if variant is not None:
-        named["gate B"] = (None, gate_for(server.metrics_url, variant))
-    order = [f"closed loop {c}" for c in sweep] + list(runs)
-    if interleave:
-        order = interleaved([n for n in order if n != "gate"], every=interleave)
+    if variant is not None or not variant_named:
+        named["gate B"] = (None, gate_for(server.metrics_url, variant or TINY_GATE,
+                                          named=variant_named))
+    order = round_order(sweep, runs, interleave=interleave, round_index=round_index)
     for name in order:
         concurrency, opener = named[name]
         client_before = _own_cpu_seconds()
@@ -461,6 +479,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--variant", default=None, metavar="NAME=VALUE,...",
                         help="an A/B run: 'gate B' in --runs is the gate with these GateTuning "
                              "constants changed, e.g. --runs 'gate B,gate B' --interleave 1")
+    parser.add_argument("--b-whole-page", action="store_true",
+                        help="'gate B' scrapes the whole /metrics page (the gate before "
+                             "it asked for its samples only), e.g. --runs 'gate B,gate B'")
     parser.add_argument("--repeat-every", type=int, default=None, metavar="K",
                         help="images repeat every K pages (default: all distinct)")
     parser.add_argument("--probe-period", type=float, default=1.0,
@@ -507,14 +528,16 @@ def main(argv: list[str] | None = None) -> None:
                 runs = tuple(r.strip() for r in args.runs.split(",") if r.strip())
                 report |= {"pages": args.pages, "sweep": sweep, "workload": dataclasses.asdict(work),
                            "server_args": args.server_arg, "interleave": args.interleave,
-                           "variant": args.variant,
+                           "variant": args.variant, "b_whole_page": args.b_whole_page,
                            "gate_config": {k: getattr(TINY_GATE, k, None) for k in TIME_FIELDS}}
                 rounds, salt = [], 1
                 for k in range(args.rounds):
                     log(f"round {k + 1} of {args.rounds}")
                     one = run_yardstick(server, work, sweep, log, first_salt=salt, runs=runs,
                                         interleave=args.interleave,
-                                        variant=variant_gate(args.variant) if args.variant else None)
+                                        variant=variant_gate(args.variant) if args.variant else None,
+                                        variant_named=not args.b_whole_page,
+                                        round_index=k)
                     salt = one.pop("next_salt")
                     rounds.append(one)
                     if args.json:  # a long session keeps what it measured so far

@@ -8,6 +8,7 @@ from typing import Any
 from bench.vllm_cpu import (
     best_strategy,
     interleaved,
+    round_order,
     rounds_summary,
     variant_gate,
     with_gate_beside,
@@ -54,6 +55,15 @@ def test_interleaving_puts_the_gate_before_between_and_after_every_run() -> None
     assert interleaved(["loop 4", "deep queue"]) == ["gate", "loop 4", "gate", "deep queue", "gate"]
     assert interleaved([]) == ["gate"]
     assert interleaved(["a", "b", "c"], every=2) == ["gate", "a", "b", "gate", "c", "gate"]
+
+
+def test_every_other_round_runs_in_reverse_so_no_run_always_follows_the_same_one() -> None:
+    first = round_order([16, 256], ("deep queue", "gate"), interleave=1, round_index=0)
+    second = round_order([16, 256], ("deep queue", "gate"), interleave=1, round_index=1)
+    assert first == ["gate", "closed loop 16", "gate", "closed loop 256", "gate", "deep queue", "gate"]
+    assert second == ["gate", "deep queue", "gate", "closed loop 256", "gate", "closed loop 16", "gate"]
+    assert round_order([4], ("deep queue", "gate"), round_index=3) == ["gate", "deep queue", "closed loop 4"]
+    assert round_order([4], ("deep queue", "gate"), round_index=2) == ["closed loop 4", "deep queue", "gate"]
 
 
 def test_each_run_is_compared_with_the_gate_runs_on_either_side_of_it() -> None:

@@ -9,6 +9,8 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -21,6 +23,7 @@ from pagegate.admission import (
     parse_vllm_metrics,
 )
 from pagegate.clock import FakeClock
+from pagegate.server.metrics import named_metrics_url
 from tasks.admission_block import AdmissionGate
 
 # Shaped like a data-parallel vLLM V1 server's exposition (two engines); names as in
@@ -199,6 +202,26 @@ def test_metrics_url_for(base: str, metrics: str) -> None:
     assert metrics_url_for(base) == metrics
 
 
+def test_the_named_url_asks_for_every_sample_the_parser_reads_under_the_mount() -> None:
+    url = named_metrics_url("https://gpu.example.org/vllm/metrics")
+    parts = urlsplit(url)
+    # /metrics/, not /metrics: vLLM answers an exact /metrics with the instrumentator's
+    # handler, which ignores the query; the mounted exposition honours it.
+    assert (parts.scheme, parts.netloc, parts.path) == ("https", "gpu.example.org", "/vllm/metrics/")
+    names = parse_qs(parts.query)["name[]"]
+    assert set(names) == {
+        "vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc",
+        "vllm:gpu_cache_usage_perc", "vllm:num_preemptions_total",
+        "vllm:generation_tokens_total", "vllm:num_requests_waiting_by_reason",
+        "vllm:cache_config_info",
+    }
+    # Cutting the page to those samples leaves a reading equal to the whole page's.
+    kept = "\n".join(line for line in TWO_ENGINES.splitlines()
+                     if line.startswith("#") or line.split("{")[0] in names) + "\n"
+    assert parse_vllm_metrics(kept, at=1.0) == parse_vllm_metrics(TWO_ENGINES, at=1.0)
+    assert named_metrics_url("http://h/metrics/?x=1").startswith("http://h/metrics/?x=1&name%5B%5D=")
+
+
 @pytest.mark.parametrize("base", ["host:8000/v1", "/v1", ""])
 def test_metrics_url_for_refuses_relative_urls(base: str) -> None:
     with pytest.raises(ValueError):
@@ -212,10 +235,13 @@ class _MetricsHandler(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         server = self.server
         assert isinstance(server, _MetricsServer)
+        server.paths.append(self.path)
         if server.delay:
             time.sleep(server.delay)  # the server is slow, as vLLM is while decoding images
-        body = server.body.encode()
-        self.send_response(server.status)
+        named = self.path.startswith("/metrics/")
+        body = (server.named_body if named and server.named_body is not None else server.body).encode()
+        status = server.named_status if named and server.named_status else server.status
+        self.send_response(status)
         self.send_header("Content-Type", "text/plain; version=0.0.4")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -230,6 +256,12 @@ class _MetricsServer(http.server.ThreadingHTTPServer):
     body = TWO_ENGINES
     status = 200
     delay = 0.0
+    named_status: int | None = None  # how /metrics/?name[]=... is answered, if not like /metrics
+    named_body: str | None = None
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.paths: list[str] = []
 
     def handle_error(self, request: object, client_address: object) -> None:
         pass  # a client that timed out and hung up is what the slow case is about
@@ -263,6 +295,40 @@ def test_poller_reads_a_real_server_and_stamps_with_its_clock(metrics_server: _M
         assert (r.waiting, r.running, r.at) == (5, 118, 42.0)
 
     asyncio.run(scenario())
+    assert [p.split("?")[0] for p in metrics_server.paths] == ["/metrics/"]
+    assert "name%5B%5D=vllm%3Anum_requests_waiting" in metrics_server.paths[0]
+
+
+@pytest.mark.parametrize(
+    ("named_status", "named_body"),
+    [(404, None), (307, None), (200, "# a proxy's page, without vLLM's gauges\n")],
+)
+def test_a_server_without_the_filter_is_scraped_whole_from_then_on(
+    metrics_server: _MetricsServer, named_status: int, named_body: str | None
+) -> None:
+    metrics_server.named_status, metrics_server.named_body = named_status, named_body
+
+    async def scenario() -> list[int]:
+        poller = MetricsPoller(_url(metrics_server))
+        try:
+            return [(await poller()).waiting for _ in range(3)]
+        finally:
+            await poller.aclose()
+
+    assert asyncio.run(scenario()) == [5, 5, 5]  # the first scrape falls back within the call
+    assert [p.split("?")[0] for p in metrics_server.paths] == ["/metrics/"] + ["/metrics"] * 3
+
+
+def test_a_poller_told_not_to_filter_scrapes_the_page_itself(metrics_server: _MetricsServer) -> None:
+    async def scenario() -> None:
+        poller = MetricsPoller(_url(metrics_server), named=False)
+        try:
+            await poller()
+        finally:
+            await poller.aclose()
+
+    asyncio.run(scenario())
+    assert metrics_server.paths == ["/metrics"]
 
 
 @pytest.mark.parametrize(
@@ -286,6 +352,9 @@ def test_poller_failures_are_metrics_errors(
         try:
             with pytest.raises(MetricsError, match=match):
                 await poller()
+            # A server failing both ways (or too slow) is no sign that it lacks the
+            # filter: the next scrape asks for the named samples again.
+            assert poller.url_in_use != poller.url
         finally:
             await poller.aclose()
 

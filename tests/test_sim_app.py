@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pagegate.clock import FakeClock, settle
 from pagegate.errors import ReplyParseError
+from pagegate.server.metrics import named_metrics_url, parse_vllm_metrics
 from pagegate.sim.app import build_app
 from pagegate.sim.config import SimConfig
 from pagegate.sim.workload import output_tokens, prompt_tokens
@@ -163,6 +164,18 @@ def test_metrics_show_a_burst_queue_and_drain(start_sim: StartSim) -> None:
                   kv_cache_max_concurrency="2.0") == 1
     assert metric(text, "vllm:num_requests_waiting_by_reason", reason="capacity", **labels) == 0
     assert metric(text, "vllm:admission_rejections_total", reason="max_num_queued_reqs") == 0
+
+    # /metrics/ with name[] is cut to those samples, as vLLM's mounted exposition cuts it;
+    # an exact /metrics ignores the filter, as vLLM's instrumentator does.
+    named = httpx.get(named_metrics_url(sim.metrics_url)).text
+    assert {s.name for f in text_string_to_metric_families(named) for s in f.samples} == {
+        "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+        "vllm:num_preemptions_total", "vllm:generation_tokens_total",
+        "vllm:num_requests_waiting_by_reason", "vllm:cache_config_info",
+    }
+    assert parse_vllm_metrics(named, at=0.0) == parse_vllm_metrics(text, at=0.0)
+    unfiltered = httpx.get(sim.metrics_url, params={"name[]": "vllm:num_requests_waiting"}).text
+    assert metric(unfiltered, "vllm:request_success_total", finished_reason="stop", **labels) == 40
 
 
 # --- faults -----------------------------------------------------------------------------

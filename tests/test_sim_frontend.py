@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from pagegate.sim.frontend import FrontEnd, FrontEndEvent, FrontEndProfile, Kind
+from pagegate.sim.frontend import NAMED_SCRAPE_SHARE, FrontEnd, FrontEndEvent, FrontEndProfile, Kind
 
 PROFILE = FrontEndProfile(loop_base_s=1.0, loop_s_per_mb=0.0, mm_base_s=2.0, mm_s_per_mpx=0.0,
                           scrape_s=0.5, busy_share=0.5)
@@ -54,6 +54,14 @@ def test_a_scrape_waits_behind_the_bodies_the_loop_has_to_read_first() -> None:
         (6.0, "answered", "scrape"), (6.0, "ready", "r1"), (7.5, "ready", "r2"),
         (9.5, "ready", "r3"),
     ]
+
+
+def test_a_scrape_of_named_samples_costs_the_loop_a_share_of_a_whole_page() -> None:
+    fe = FrontEnd(PROFILE)
+    fe.probe("named", now=0.0, named=True)
+    fe.probe("whole", now=0.0)
+    cut = 0.5 * NAMED_SCRAPE_SHARE
+    assert run(fe) == [(cut, "answered", "named"), (cut + 0.5, "answered", "whole")]
 
 
 @pytest.mark.parametrize(("requests_ahead", "answered_at"), [(0, 0.5), (1, 2.0), (2, 4.0), (3, 6.0)])

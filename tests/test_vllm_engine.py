@@ -24,6 +24,7 @@ from pagegate.admission import (
     metrics_url_for,
     parse_vllm_metrics,
 )
+from pagegate.server.metrics import named_metrics_url
 from pagegate.vlm.chat import build_chat_request
 from pagegate.vlm.profiles import DEFAULT_PROFILE, get_profile
 from tests.helpers import TINY_GATE, audit, metric_total, read_ledger, read_results, run_flow
@@ -44,7 +45,7 @@ def test_metrics_reader_reads_the_real_metrics_page(vllm_server: VllmCpuServer) 
     assert url == vllm_server.metrics_url
     requests = 32
 
-    async def read_during_a_burst() -> tuple[list[Reading], list[tuple[Reading, str]]]:
+    async def read_during_a_burst() -> tuple[list[Reading], list[tuple[Reading, str]], str]:
         # Distinct pages: a repeated image would be served from vLLM's prefix cache.
         bodies = [build_chat_request(get_profile(DEFAULT_PROFILE), model="olmocr",
                                      image_png=page_png(100 + i), temperature=0.1)
@@ -63,9 +64,20 @@ def test_metrics_reader_reads_the_real_metrics_page(vllm_server: VllmCpuServer) 
             assert {(await task).status_code for task in sent} == {200}
         polled.append(await poller())
         await poller.aclose()
-        return polled, scraped
+        return polled, scraped, poller.url_in_use
 
-    polled, scraped = asyncio.run(read_during_a_burst())
+    polled, scraped, used = asyncio.run(read_during_a_burst())
+    # The poller asked for the named samples only, and vLLM's exposition served them: the
+    # page the gate reads is cut to the families it parses, and reads the same when idle.
+    assert used == named_metrics_url(url)
+    named, whole = httpx.get(used).text, httpx.get(url).text
+    assert {s.name for f in text_string_to_metric_families(named) for s in f.samples} == {
+        "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+        "vllm:num_preemptions_total", "vllm:generation_tokens_total",
+        "vllm:num_requests_waiting_by_reason", "vllm:cache_config_info",
+    }
+    assert parse_vllm_metrics(named, at=0.0) == parse_vllm_metrics(whole, at=0.0)
+    assert len(named) * 5 < len(whole)
     idle, last = polled[0], polled[-1]
     assert (idle.running, idle.waiting) == (0, 0)
     assert idle.generation_tokens_total is not None and idle.preemptions_total is not None

@@ -106,11 +106,13 @@ class Gate:
 
     @classmethod
     def for_metrics_url(
-        cls, config: GateConfig, metrics_url: str, clock: Clock | None = None
+        cls, config: GateConfig, metrics_url: str, clock: Clock | None = None, *,
+        named: bool = True,
     ) -> Gate:
-        """A gate that scrapes `metrics_url` with the same clock, and closes the poller."""
+        """A gate that scrapes `metrics_url` with the same clock, and closes the poller
+        (`named`: as `MetricsPoller`, ask for the gate's samples only)."""
         clock = clock or MonotonicClock()
-        poller = MetricsPoller.for_config(metrics_url, config, clock=clock)
+        poller = MetricsPoller.for_config(metrics_url, config, clock=clock, named=named)
         gate = cls(config, poller, clock)
         gate._owned_poller = poller
         return gate

@@ -5,6 +5,9 @@ Routes (vLLM's OpenAI server, vllm/entrypoints/openai/api_server.py):
   image). The reply is olmOCR-shaped (front matter + text) and its text starts with the
   line `page <sha1(png)[:16]>`, then filler of ~4 characters per completion token.
 - GET /v1/models, GET /health, GET /metrics (vLLM's metric names, exporter.py).
+- GET /metrics/?name[]=...: only the named samples, as vLLM's mounted prometheus-client
+  exposition serves them (an exact /metrics is vLLM's instrumentator, which ignores the
+  query); it costs the front end a fraction of a whole page (frontend.NAMED_SCRAPE_SHARE).
 /metrics and /health are answered by the simulated API server's event loop (frontend.py),
 so they wait behind its backlog as vLLM's do; /v1/models answers at once.
 
@@ -40,7 +43,7 @@ from pagegate.clock import Clock, MonotonicClock, ScaledClock
 from pagegate.sim.chat import BadRequest, completion_body, error_response, parse_chat_body
 from pagegate.sim.config import SimConfig
 from pagegate.sim.driver import SimEngine
-from pagegate.sim.exporter import VllmMetricsCollector
+from pagegate.sim.exporter import NamedSamples, VllmMetricsCollector
 from pagegate.sim.records import EngineDeadError, Finished, QueueFullError, RequestTooLongError
 from pagegate.sim.workload import output_tokens, prompt_tokens
 
@@ -126,6 +129,12 @@ def build_app(config: SimConfig, clock: Clock | None = None) -> Starlette:
         await engine.probe()
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
+    async def named_metrics(request: Request) -> Response:
+        names = frozenset(request.query_params.getlist("name[]"))
+        await engine.probe(named=bool(names))
+        page = NamedSamples(registry, names) if names else registry
+        return Response(generate_latest(page), media_type=CONTENT_TYPE_LATEST)
+
     async def root(_: Request) -> Response:
         return PlainTextResponse(f"pagegate simulator ({engine.profile.name})\n")
 
@@ -143,6 +152,7 @@ def build_app(config: SimConfig, clock: Clock | None = None) -> Starlette:
             Route("/v1/models", models, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
+            Route("/metrics/", named_metrics, methods=["GET"]),
             Route("/", root, methods=["GET"]),
         ],
         lifespan=lifespan,

@@ -102,7 +102,7 @@ class SimEngine:
         self._poke()
         return future
 
-    def probe(self, *, scrape: bool = True) -> asyncio.Future[None]:
+    def probe(self, *, scrape: bool = True, named: bool = False) -> asyncio.Future[None]:
         """A /metrics (scrape) or /health probe: resolves once the front end answers it."""
         self.start()
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -111,7 +111,7 @@ class SimEngine:
             return future
         probe_id = f"probe-{next(self._probe_ids)}"
         self._probes[probe_id] = future
-        self.node.probe(probe_id, self.clock.now(), scrape=scrape)
+        self.node.probe(probe_id, self.clock.now(), scrape=scrape, named=named)
         self.refresh()
         self._poke()
         return future

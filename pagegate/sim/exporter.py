@@ -10,7 +10,7 @@ thirty-odd vLLM exports. Rendered by prometheus_client from a private registry.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -39,6 +39,25 @@ def cache_config_labels(s: MetricsSnapshot) -> dict[str, str]:
         "kv_cache_size_tokens": str(kv_tokens),
         "num_gpu_blocks": str(s.num_gpu_blocks),
     }
+
+
+class NamedSamples:
+    """A registry's page cut to the named samples, as prometheus-client's `name[]` filter
+    cuts it (a family without a named sample is left out; `_created` samples are samples
+    like any other). Built from the public `Metric`, so the simulator's collector needs no
+    `describe()` for the registry's own restricted view."""
+
+    def __init__(self, source: Collector, names: Iterable[str]) -> None:
+        self._source = source
+        self._names = frozenset(names)
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._source.collect():
+            samples = [s for s in family.samples if s.name in self._names]
+            if samples:
+                kept = Metric(family.name, family.documentation, family.type, family.unit)
+                kept.samples = samples
+                yield kept
 
 
 class VllmMetricsCollector(Collector):

@@ -125,13 +125,13 @@ class NodeModel:
         self._check_host_memory(now)
         self._share_cpu(now)
 
-    def probe(self, probe_id: str, now: float, *, scrape: bool = True) -> None:
+    def probe(self, probe_id: str, now: float, *, scrape: bool = True, named: bool = False) -> None:
         """A /metrics scrape (or /health probe): `take_answered()` has it when the loop did."""
         self._run_until(now)
         if self.frontend is None:
             self._answered.append((probe_id, now))
         else:
-            self.frontend.probe(probe_id, now=now, scrape=scrape)
+            self.frontend.probe(probe_id, now=now, scrape=scrape, named=named)
 
     def abort(self, req_id: str, now: float) -> bool:
         """The client went away: drop the request wherever it is (vLLM aborts it)."""
