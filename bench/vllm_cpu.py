@@ -239,8 +239,9 @@ def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
     time, so a yardstick measured without it would hold the runs to different loads.
     With `interleave` = k > 0, the gate runs before the yardstick's runs, after every k
     of them and at the end (`interleaved`), and each yardstick run is compared with the
-    gate beside it; every other round (`round_index` odd) runs in reverse order. "gate B" is the gate with `variant` (default: the same config), and
-    with `variant_named` False it scrapes the whole /metrics page.
+    gate beside it; every other round (`round_index` odd) runs in reverse order.
+    "gate B" is the gate with `variant` (default: the same config), scraping the whole
+    /metrics page when `variant_named` is False.
     """
     rows: list[dict[str, Any]] = []
     salt = first_salt
