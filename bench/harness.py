@@ -52,7 +52,6 @@ from bench.strategies import (
     NoLimit,
     OlmocrGroupSemaphore,
 )
-from bench.synthetic import SyntheticGroup, SyntheticRenderer, synthetic_groups
 from pagegate.admission import FixedLimit, Gate, GateConfig, MetricsError, parse_vllm_metrics
 from pagegate.admission.base import Admission, AdmissionSignals, Outcome, Permit, settled
 from pagegate.clock import Clock, ScaledClock
@@ -63,6 +62,7 @@ from pagegate.ocr.stats import RunStats
 from pagegate.sim.node import NodeModel
 from pagegate.sim.process import SimProcess
 from pagegate.sim.profiles import get_server_profile
+from pagegate.sim.synthetic import SyntheticGroup, SyntheticRenderer, synthetic_groups
 from pagegate.sim.workload import OUTPUT_MEAN_TOKENS, TYPICAL_PROMPT_TOKENS, output_tokens
 from pagegate.vlm.profiles import DEFAULT_PROFILE, get_profile
 

@@ -36,6 +36,24 @@ class MonotonicClock:
         return "MonotonicClock()"
 
 
+class LoopClock:
+    """The running event loop's own time (`loop.time()`), and `asyncio.sleep`.
+
+    In production this is monotonic time, like MonotonicClock. Under a virtual-time
+    loop (pagegate.sim.virtual) it is that loop's virtual time, so the gate, the page
+    client and the simulator all read the one clock that timers and timeouts use.
+    """
+
+    def now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(max(0.0, seconds))
+
+    def __repr__(self) -> str:
+        return "LoopClock()"
+
+
 class WallClock:
     """Epoch seconds from `time.time`: for comparing with times another system recorded
     (Prefect's run states and heartbeats). It follows the system clock's jumps, so

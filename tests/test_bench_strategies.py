@@ -30,9 +30,9 @@ from bench.strategies import (
     observe_line,
     should_release,
 )
-from bench.synthetic import SyntheticRenderer, synthetic_groups, tag_png
 from pagegate.admission.base import Outcome
 from pagegate.clock import FakeClock, settle
+from pagegate.sim.synthetic import SyntheticRenderer, synthetic_groups, tag_png
 from pagegate.sim.workload import png_size, prompt_tokens
 
 SAFETY_SECONDS = 10.0

@@ -60,13 +60,14 @@ def default_clock(config: SimConfig) -> Clock:
     return MonotonicClock() if config.time_scale == 1.0 else ScaledClock(config.time_scale)
 
 
-def build_app(config: SimConfig, clock: Clock | None = None) -> Starlette:
-    """The simulator as an ASGI app; `app.state.engine` is its `SimEngine`.
+def build_app(config: SimConfig, clock: Clock | None = None, *, engine: SimEngine | None = None) -> Starlette:
+    """The simulator as an ASGI app; `app.state.engine` is its `SimEngine` (`engine`, or
+    one built from `config` and `clock`).
 
     Works under uvicorn and under httpx.ASGITransport (which runs no lifespan: the engine
     task starts with the first chat request).
     """
-    engine = SimEngine(config, clock or default_clock(config))
+    engine = engine or SimEngine(config, clock or default_clock(config))
     name = config.served_model_name
     registry = CollectorRegistry(auto_describe=False)
     registry.register(VllmMetricsCollector(engine.refresh, name))

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pagegate.clock import Clock
 from pagegate.sim.config import SimConfig
 from pagegate.sim.node import NodeModel
+from pagegate.sim.profiles import ServerProfile
 from pagegate.sim.records import (
     EngineDeadError,
     Finished,
@@ -36,13 +37,19 @@ MIN_WAKE_WALL_S = 0.002
 class SimEngine:
     """Owns the model and wakes it: one task advances time and resolves what finished."""
 
-    def __init__(self, config: SimConfig, clock: Clock) -> None:
+    def __init__(
+        self, config: SimConfig, clock: Clock, *, profile: ServerProfile | None = None,
+        min_wake_s: float | None = None,
+    ) -> None:
+        """`profile` replaces the config's named one (an engine of the random family);
+        `min_wake_s` the shortest sleep in sim seconds (0 under virtual time, where a
+        wake costs no wall time)."""
         self.config = config
         self.clock = clock
-        self.profile = config.server_profile()
+        self.profile = profile or config.server_profile()
         self.node = NodeModel(self.profile, start=clock.now())
         self.requests_seen = 0
-        self._tick = MIN_WAKE_WALL_S * config.time_scale
+        self._tick = MIN_WAKE_WALL_S * config.time_scale if min_wake_s is None else min_wake_s
         self._waiters: dict[str, asyncio.Future[Finished]] = {}
         self._probes: dict[str, asyncio.Future[None]] = {}
         self._probe_ids = itertools.count()
