@@ -147,6 +147,12 @@ class NodeModel:
             return self.engines[engine].abort(req_id, now)
         return True
 
+    def kill(self, reason: str, now: float) -> None:
+        """The server dies now (an injected crash): every engine, whatever it holds."""
+        self._run_until(now)
+        if self._crash_reason is None:
+            self._die(reason, now)
+
     def hang(self, now: float) -> None:
         """The engines stop stepping for good; the API server still answers (vLLM #39863)."""
         self._run_until(now)

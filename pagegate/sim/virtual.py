@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import math
 import random
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -161,9 +161,9 @@ class Site:
     metrics_url: str
     clock: Clock
     groups: Sequence[SyntheticGroup]
-    engine: Callable[[], SimEngine | None]
-    """The simulator's engine now (None while the server is down): for baselines that
-    read vLLM's periodic log line, which no HTTP endpoint serves."""
+    engine: Callable[[], SimEngine]
+    """The simulator's engine now: for baselines that read vLLM's periodic log line,
+    which no HTTP endpoint serves."""
 
 
 @dataclass
@@ -178,6 +178,60 @@ class Opened:
 
 Strategy = Callable[[Site], AbstractAsyncContextManager[Opened]]
 """Builds an admission in the running (virtual) loop; closes it on exit."""
+
+
+class World:
+    """The simulated server side of a run, as a fault sees it (faults.py).
+
+    `transport.app` None is a server process that is down; `restart()` brings up a
+    fresh server (a new engine, empty queues) on the same clock, as a supervisor
+    restarting `vllm serve` would. `kill(reason)` is an injected death: it does not end
+    the run, where a death of overload does (`overloaded` is set).
+    """
+
+    def __init__(self, profile: ServerProfile, config: SimConfig, clock: Clock) -> None:
+        self.profile = profile
+        self.config = config
+        self.clock = clock
+        self.engines: list[SimEngine] = []
+        self.overloaded = asyncio.Event()
+        self.crash_reasons: list[str] = []
+        self._killing = False
+        self.transport = SimTransport(None)
+        self.restart()
+
+    @property
+    def engine(self) -> SimEngine:
+        return self.engines[-1]
+
+    def restart(self) -> None:
+        engine = SimEngine(self.config, self.clock, profile=self.profile, min_wake_s=0.0)
+        engine.on_crash(lambda: self._died(engine))
+        self.engines.append(engine)
+        self.transport.app = build_app(self.config, engine=engine)
+
+    def kill(self, reason: str) -> None:
+        """An injected engine death: requests in flight fail, the port closes."""
+        self._killing = True
+        try:
+            self.engine.node.kill(reason, self.clock.now())
+            self.engine.refresh()
+        finally:
+            self._killing = False
+        self.transport.app = None
+
+    def _died(self, engine: SimEngine) -> None:
+        if not self._killing:
+            self.crash_reasons.append(engine.node.crash_reason or "engine died")
+            self.overloaded.set()
+
+    async def stop(self) -> None:
+        for engine in self.engines:
+            await engine.stop()
+
+Fault = Callable[[World], Awaitable[None]]
+"""A fault on a schedule: a coroutine started at t = 0 that sleeps on `world.clock`
+until its time, then acts on the world (faults.py)."""
 
 
 # ------------------------------------------------------------------ the result
@@ -248,15 +302,18 @@ def run_virtual(
     *,
     strategy_name: str = "",
     budget_s: float | None = None,
+    faults: Sequence[Fault] = (),
 ) -> Run:
     """Run every page of `workload` through `strategy` against `profile`, in virtual time.
 
-    Stops when every page is done, the server dies, or `budget_s` virtual seconds pass.
+    Stops when every page is done, the server dies of overload, or `budget_s` virtual
+    seconds pass. `faults` run alongside (faults.py).
     """
     loop = VirtualLoop(start=0.0, noop_cycles=1, resolution=RESOLUTION_S)
     try:
         run: Run = loop.run_until_complete(
-            _run(profile, strategy, workload, strategy_name=strategy_name, budget_s=budget_s)
+            _run(profile, strategy, workload, strategy_name=strategy_name, budget_s=budget_s,
+                 faults=faults)
         )
         return run
     finally:
@@ -271,77 +328,78 @@ async def _run(
     *,
     strategy_name: str,
     budget_s: float | None,
+    faults: Sequence[Fault],
 ) -> Run:
     clock = LoopClock()
     config = SimConfig(seed=workload.seed)
-    engine = SimEngine(config, clock, profile=profile, min_wake_s=0.0)
-    transport = SimTransport(build_app(config, engine=engine))
+    world = World(profile, config, clock)
     groups = workload.groups()
     renderer = SyntheticRenderer()
     done_at: list[float] = []
     trace: list[tuple[float, int, int, float, int, float | None]] = []
-    dead = asyncio.Event()
-    engine.on_crash(dead.set)
     stats = RunStats(started_at=clock.now())
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    async with (
-        httpx.AsyncClient(transport=transport, base_url=SERVER, limits=limits) as http,
-        strategy(Site(http, f"{SERVER}/metrics", clock, groups, lambda: engine)) as opened,
-    ):
-        metered = Metered(opened.admission, clock)
-        pages = PageOcr(
-            client=PageClient(http, f"{SERVER}/v1", timeout_seconds=RunConfig.request_timeout_seconds),
-            admission=metered,
-            renderer=renderer,
-            profile=get_profile(DEFAULT_PROFILE),
-            model=config.served_model_name,
-            clock=clock,
-            stats=stats,
-            max_attempts=RunConfig.max_page_retries,
-            unavailable_after_seconds=RunConfig.server_unavailable_after_seconds,
-            rng=random.Random(workload.seed),
-        )
+    async with httpx.AsyncClient(transport=world.transport, base_url=SERVER, limits=limits) as http:
+        site = Site(http, f"{SERVER}/metrics", clock, groups, lambda: world.engine)
+        async with strategy(site) as opened:
+            metered = Metered(opened.admission, clock)
+            pages = PageOcr(
+                client=PageClient(http, f"{SERVER}/v1",
+                                  timeout_seconds=RunConfig.request_timeout_seconds),
+                admission=metered,
+                renderer=renderer,
+                profile=get_profile(DEFAULT_PROFILE),
+                model=config.served_model_name,
+                clock=clock,
+                stats=stats,
+                max_attempts=RunConfig.max_page_retries,
+                unavailable_after_seconds=RunConfig.server_unavailable_after_seconds,
+                rng=random.Random(workload.seed),
+            )
 
-        async def one_page(group: SyntheticGroup, index: int) -> None:
-            result = await pages.run(group.document, index, group.group_id)
-            if not result.is_fallback:
-                done_at.append(clock.now())
+            async def one_page(group: SyntheticGroup, index: int) -> None:
+                result = await pages.run(group.document, index, group.group_id)
+                if not result.is_fallback:
+                    done_at.append(clock.now())
 
-        async def one_group(group: SyntheticGroup) -> None:
-            await asyncio.gather(*(one_page(group, i) for i in range(group.document.page_count)),
-                                 return_exceptions=True)
-            if opened.group_done is not None:
-                opened.group_done(group.group_id)
+            async def one_group(group: SyntheticGroup) -> None:
+                await asyncio.gather(
+                    *(one_page(group, i) for i in range(group.document.page_count)),
+                    return_exceptions=True)
+                if opened.group_done is not None:
+                    opened.group_done(group.group_id)
 
-        async def sample() -> None:
-            while True:
-                s = engine.node.snapshot()
-                trace.append((clock.now(), s.waiting, s.running, round(s.kv_usage, 4),
-                              metered.in_flight, opened.limit()))
-                await clock.sleep(SAMPLE_EVERY_S)
+            async def sample() -> None:
+                while True:
+                    s = world.engine.node.snapshot()
+                    trace.append((clock.now(), s.waiting, s.running, round(s.kv_usage, 4),
+                                  metered.in_flight, opened.limit()))
+                    await clock.sleep(SAMPLE_EVERY_S)
 
-        work = asyncio.ensure_future(asyncio.gather(*(one_group(g) for g in groups)))
-        sampler = asyncio.create_task(sample())
-        death = asyncio.create_task(dead.wait())
-        waits: set[asyncio.Future[Any]] = {work, death}
-        if budget_s is not None:
-            waits.add(asyncio.create_task(clock.sleep(budget_s)))
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        end = "finished" if work.done() and not dead.is_set() else (
-            "crashed" if dead.is_set() else "timed_out")
-        ended_at = clock.now()
-        for task in (*waits, sampler):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        snapshot = opened.admission.snapshot()
-    await engine.stop()
-    node = engine.node.snapshot()
+            work = asyncio.ensure_future(asyncio.gather(*(one_group(g) for g in groups)))
+            helpers = [asyncio.ensure_future(sample())]
+            helpers += [asyncio.ensure_future(fault(world)) for fault in faults]
+            death = asyncio.ensure_future(world.overloaded.wait())
+            waits: set[asyncio.Future[Any]] = {work, death}
+            if budget_s is not None:
+                waits.add(asyncio.ensure_future(clock.sleep(budget_s)))
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            crashed = world.overloaded.is_set()
+            end = "crashed" if crashed else ("finished" if work.done() else "timed_out")
+            ended_at = clock.now()
+            for task in (*waits, *helpers):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            snapshot = opened.admission.snapshot()
+    await world.stop()
+    nodes = [e.node.snapshot() for e in world.engines]
     if end == "finished":
         elapsed = max(done_at, default=0.0)
     else:
         done_at = [t for t in done_at if t <= ended_at]
         elapsed = ended_at
+    one_engine = len(nodes) == 1 and len(nodes[0].engines) == 1
     return Run(
         engine=profile.name,
         strategy=strategy_name,
@@ -350,11 +408,12 @@ async def _run(
         pages_done=len(done_at),
         elapsed_s=elapsed,
         end=end,
-        crash_reason=engine.node.crash_reason,
-        preemptions=node.preemptions_total,
-        peak_waiting=max((e.peak_waiting for e in node.engines), default=0)
-        if len(node.engines) == 1 else max((row[1] for row in trace), default=0),
-        peak_kv_usage=max((e.peak_kv_usage for e in node.engines), default=0.0),
+        crash_reason=world.crash_reasons[0] if world.crash_reasons else None,
+        preemptions=sum(n.preemptions_total for n in nodes),
+        # One engine keeps an exact high-water mark; several only sum per sample.
+        peak_waiting=nodes[0].engines[0].peak_waiting if one_engine
+        else max((row[1] for row in trace), default=0),
+        peak_kv_usage=max(e.peak_kv_usage for n in nodes for e in n.engines),
         peak_in_flight=metered.peak_in_flight,
         capacity_retries=stats.capacity_retries,
         done_at=tuple(done_at),
