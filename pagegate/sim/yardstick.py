@@ -1,0 +1,208 @@
+"""The yardstick: the best an admission could do on this engine, computed, never tuned.
+
+For one engine, one workload and one seed it is the best of:
+- a closed-loop sweep: keep `c` pages in flight, a new page the moment one comes back,
+  for `c` on a doubling grid from slots/16 up to 64 x slots, then refined around the
+  best (ratios 2^(1/4), then 2^(1/8)). Going up stops once two points in a row crash or
+  gain less than `GAIN` over the best so far: past the best, more in flight only queues;
+- the deep queue: every page at once.
+A run that kills the server is not a candidate. "Best" is the shortest time to the last
+page. The gate's utilization is its pages/s over the yardstick's, on the same pages.
+
+The loops run on the pure `NodeModel` (no asyncio, no HTTP), fed each page's exact costs:
+the prompt tokens, output tokens, body size and pixels that the simulator's app derives
+from the request `PageOcr` sends for that page (`page_costs`). The virtual HTTP world
+adds no time of its own, so a closed loop here and `FixedLimit(c)` through run_virtual
+finish together (tests/test_sim_virtual.py holds them to it). What a client does on a
+capacity error is copied too: a request older than the client's timeout is aborted and
+sent again; a refused one (the queue cap's 503) goes again when the next page returns.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pagegate.config import RunConfig
+from pagegate.ocr.attempts import AttemptPlan
+from pagegate.sim.chat import parse_chat_body
+from pagegate.sim.node import NodeModel
+from pagegate.sim.profiles import ServerProfile
+from pagegate.sim.synthetic import SyntheticRenderer
+from pagegate.sim.virtual import Workload
+from pagegate.sim.workload import output_tokens, prompt_tokens
+from pagegate.vlm.chat import build_chat_request
+from pagegate.vlm.profiles import DEFAULT_PROFILE, get_profile
+
+GRID_LOW, GRID_HIGH = 1 / 16, 64.0
+"""The sweep's span, as multiples of the engine's slots (data-parallel engines x max_num_seqs)."""
+GRID_STEP = 2.0
+REFINE_STEP = 2 ** 0.25
+FINE_STEP = 2 ** 0.125
+GAIN = 1.01
+
+
+@dataclass(frozen=True)
+class PageCost:
+    """What one page costs the server, as the simulator's app prices its request."""
+
+    prompt_tokens: int
+    output_tokens: int
+    max_tokens: int
+    body_bytes: int
+    pixels: int
+
+
+def page_costs(workload: Workload, served_model_name: str = "olmocr") -> list[PageCost]:
+    """Every page's first-attempt request, in hand-over order, priced as app.py prices it."""
+    profile = get_profile(DEFAULT_PROFILE)
+    temperature = AttemptPlan.start(profile, RunConfig.max_page_retries).current.temperature
+    renderer = SyntheticRenderer()
+    costs: list[PageCost] = []
+    for group in workload.groups():
+        data = group.document.source.data or b""
+        for index in range(group.document.page_count):
+            body = build_chat_request(profile, model=served_model_name,
+                                      image_png=renderer.page_png(data, index),
+                                      temperature=temperature)
+            raw = json.dumps(body, separators=(",", ":")).encode()
+            page = parse_chat_body(body)
+            prompt = prompt_tokens(page.width, page.height, page.text_chars)
+            costs.append(PageCost(prompt, output_tokens(workload.seed, page.digest),
+                                  page.max_tokens or 1, len(raw), page.width * page.height))
+    return costs
+
+
+@dataclass(frozen=True)
+class ClosedLoop:
+    """One closed loop's result; `concurrency` None is the deep queue."""
+
+    concurrency: int | None
+    elapsed_s: float
+    pages: int
+    crashed: bool
+    preemptions: int
+    peak_waiting: int
+
+    @property
+    def pages_per_s(self) -> float:
+        return self.pages / self.elapsed_s if self.elapsed_s > 0 and not self.crashed else 0.0
+
+    @property
+    def label(self) -> str:
+        return "deep queue" if self.concurrency is None else f"closed loop x{self.concurrency}"
+
+
+def closed_loop(
+    profile: ServerProfile,
+    costs: Sequence[PageCost],
+    concurrency: int | None,
+    *,
+    request_timeout_s: float | None = RunConfig.request_timeout_seconds,
+) -> ClosedLoop:
+    """Keep `concurrency` pages in flight (None: all of them) until every page is done."""
+    model = NodeModel(profile, start=0.0)
+    limit = len(costs) if concurrency is None else concurrency
+    pending: deque[int] = deque(range(len(costs)))
+    open_requests: dict[str, int] = {}
+    deadlines: list[tuple[float, str]] = []
+    done = 0
+    last_done = 0.0
+    serial = 0
+    peak_waiting = 0
+
+    def send(now: float) -> None:
+        nonlocal serial
+        while pending and len(open_requests) < limit and not model.crashed:
+            page = pending.popleft()
+            cost = costs[page]
+            req_id = f"r{serial}"
+            serial += 1
+            model.submit(req_id, cost.prompt_tokens, cost.output_tokens, cost.max_tokens, now,
+                         body_bytes=cost.body_bytes, pixels=cost.pixels)
+            open_requests[req_id] = page
+            if request_timeout_s is not None:
+                heapq.heappush(deadlines, (now + request_timeout_s, req_id))
+
+    send(0.0)
+    while not model.crashed and done < len(costs):
+        while deadlines and deadlines[0][1] not in open_requests:
+            heapq.heappop(deadlines)
+        at = model.next_event_at()
+        if deadlines and (at is None or deadlines[0][0] < at):
+            give_up_at, req_id = heapq.heappop(deadlines)
+            model.advance(give_up_at)
+            model.abort(req_id, give_up_at)
+            pending.appendleft(open_requests.pop(req_id))
+            send(give_up_at)
+            continue
+        if at is None:
+            break
+        for finished in model.advance(at):
+            if open_requests.pop(finished.req_id, None) is not None:
+                done += 1
+                last_done = finished.finished_at
+        for refused in model.take_refused():
+            pending.appendleft(open_requests.pop(refused.req_id))
+        peak_waiting = max(peak_waiting, model.snapshot().waiting)
+        send(at)
+    snapshot = model.snapshot()
+    crashed = model.crashed or done < len(costs)
+    return ClosedLoop(concurrency, last_done, done, crashed, snapshot.preemptions_total,
+                      max(peak_waiting, max(e.peak_waiting for e in snapshot.engines)))
+
+
+@dataclass(frozen=True)
+class Yardstick:
+    """The best closed loop or deep queue, and every candidate tried."""
+
+    best: ClosedLoop
+    candidates: tuple[ClosedLoop, ...]
+
+    @property
+    def pages_per_s(self) -> float:
+        return self.best.pages_per_s
+
+
+def grid(slots: int, pages: int) -> list[int]:
+    """The sweep's concurrencies: slots/16 ... 64 x slots, doubling, within 1 ... pages."""
+    points: set[int] = set()
+    k = 0
+    while (factor := GRID_LOW * GRID_STEP ** k) <= GRID_HIGH * (1 + 1e-9):
+        points.add(min(pages, max(1, round(slots * factor))))
+        k += 1
+    return sorted(points)
+
+
+def yardstick(profile: ServerProfile, costs: Sequence[PageCost]) -> Yardstick:
+    """Sweep, refine around the best, and compare with the deep queue (module docstring)."""
+    slots = profile.max_num_seqs * profile.data_parallel_size
+    tried: dict[int | None, ClosedLoop] = {}
+
+    def run(c: int | None) -> ClosedLoop:
+        if c not in tried:
+            tried[c] = closed_loop(profile, costs, c)
+        return tried[c]
+
+    behind = 0
+    for c in grid(slots, len(costs)):
+        best_before = max((r.pages_per_s for r in tried.values()), default=0.0)
+        rate = run(c).pages_per_s
+        behind = behind + 1 if rate < GAIN * best_before else 0
+        if behind == 2:
+            break
+    for step, ks in ((REFINE_STEP, (-2, -1, 1, 2)), (FINE_STEP, (-1, 1))):
+        best = max(tried.values(), key=lambda r: r.pages_per_s)
+        if best.concurrency is not None:
+            for k in ks:
+                run(min(len(costs), max(1, round(best.concurrency * step ** k))))
+    run(None)
+    best = max(tried.values(), key=lambda r: r.pages_per_s)
+    if best.pages_per_s <= 0 or math.isnan(best.pages_per_s):
+        raise RuntimeError(f"{profile.name}: every closed loop crashed the server")
+    ordered = sorted(tried.values(), key=lambda r: (r.concurrency is None, r.concurrency or 0))
+    return Yardstick(best, tuple(ordered))
