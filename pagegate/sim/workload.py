@@ -104,12 +104,15 @@ _OUTPUT_MEDIAN = OUTPUT_MEAN_TOKENS / math.exp(OUTPUT_SIGMA**2 / 2)
 _STANDARD_NORMAL = NormalDist()
 
 
-def output_tokens(seed: int, digest: str) -> int:
-    """How many tokens the model writes for the page with content `digest` (>= 1)."""
+def output_tokens(seed: int, digest: str, scale: float = 1.0) -> int:
+    """How many tokens the model writes for the page with content `digest` (>= 1).
+
+    `scale` (a profile's `output_scale`) stretches the whole distribution, so a page
+    keeps its rank among the others whatever model writes it."""
     h = hashlib.sha256(f"{seed}\x00{digest}".encode()).digest()
     u = (int.from_bytes(h[:8], "big") + 0.5) / 2**64
     z = _STANDARD_NORMAL.inv_cdf(u)
-    return max(1, round(_OUTPUT_MEDIAN * math.exp(OUTPUT_SIGMA * z)))
+    return max(1, round(scale * _OUTPUT_MEDIAN * math.exp(OUTPUT_SIGMA * z)))
 
 
 # --- closed-loop driver over the pure model ------------------------------------------
@@ -159,7 +162,8 @@ def run_closed_loop(
 
     def submit(now: float) -> None:
         nonlocal submitted
-        model.submit(f"p{submitted}", prompt, output_tokens(seed, f"page-{submitted}"), max_tokens, now)
+        out = output_tokens(seed, f"page-{submitted}", profile.output_scale)
+        model.submit(f"p{submitted}", prompt, out, max_tokens, now)
         submitted += 1
 
     for _ in range(min(concurrency, pages)):
