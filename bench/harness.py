@@ -45,7 +45,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.strategies import (
+from pagegate.sim.baselines import (
     OLMOCR_MONITOR_S,
     VLLM_LOG_INTERVAL_S,
     LogLine,

@@ -21,7 +21,7 @@ from PIL import Image
 
 from bench.admission import REPORT_KEYS, run_benchmark, utilization
 from bench.harness import STRATEGIES, steady_rate
-from bench.strategies import (
+from pagegate.sim.baselines import (
     LogLine,
     MonitorState,
     NoLimit,

@@ -57,8 +57,11 @@ class PageCost:
     pixels: int
 
 
-def page_costs(workload: Workload, served_model_name: str = "olmocr") -> list[PageCost]:
-    """Every page's first-attempt request, in hand-over order, priced as app.py prices it."""
+def page_costs(
+    workload: Workload, server: ServerProfile, served_model_name: str = "olmocr"
+) -> list[PageCost]:
+    """Every page's first-attempt request, in hand-over order, priced as app.py prices it
+    on `server` (its output scale)."""
     profile = get_profile(DEFAULT_PROFILE)
     temperature = AttemptPlan.start(profile, RunConfig.max_page_retries).current.temperature
     renderer = SyntheticRenderer()
@@ -72,7 +75,7 @@ def page_costs(workload: Workload, served_model_name: str = "olmocr") -> list[Pa
             raw = json.dumps(body, separators=(",", ":")).encode()
             page = parse_chat_body(body)
             prompt = prompt_tokens(page.width, page.height, page.text_chars)
-            costs.append(PageCost(prompt, output_tokens(workload.seed, page.digest),
+            costs.append(PageCost(prompt, output_tokens(workload.seed, page.digest, server.output_scale),
                                   page.max_tokens or 1, len(raw), page.width * page.height))
     return costs
 

@@ -1,4 +1,4 @@
-"""Baseline admission strategies for the benchmark (not product code).
+"""Baseline admission strategies to measure the gate against (not used by a run).
 
 Each one implements `pagegate.admission.Admission`, so the same production `PageOcr`
 drives pages through it. Two of them reproduce olmOCR's old work-group semaphore as
