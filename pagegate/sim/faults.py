@@ -39,12 +39,12 @@ CHAT_PATH = "/v1/chat/completions"
 
 
 async def _until(world: World, t: float) -> None:
+    """Sleep on the world's clock until `t` (at once if it is past)."""
     await world.clock.sleep(max(0.0, t - world.clock.now()))
 
 
 def calm_stall(at: float, seconds: float) -> Fault:
-    """The engine finishes nothing for `seconds` and its gauges freeze, then it carries on
-    (a GPU or engine-core stall that clears: a slow collective or driver call, throttling)."""
+    """A GPU/engine-core stall that clears: nothing finishes for `seconds`, gauges frozen."""
 
     async def fault(world: World) -> None:
         await _until(world, at)
@@ -59,8 +59,7 @@ def calm_stall(at: float, seconds: float) -> Fault:
 
 
 def stalled_front_end(at: float, seconds: float) -> Fault:
-    """The API server stops processing for `seconds`: bodies, images and /metrics answers
-    wait (its event loop blocked by a synchronous call, or the GIL held by a stuck thread)."""
+    """vLLM's API server loop blocked for `seconds`: bodies, images and /metrics wait."""
 
     async def fault(world: World) -> None:
         await _until(world, at)
@@ -75,8 +74,7 @@ def stalled_front_end(at: float, seconds: float) -> Fault:
 
 
 def crash_and_restart(at: float, down_seconds: float = RESTART_S) -> Fault:
-    """vLLM dies (requests in flight get 500, the port closes) and a supervisor restarts
-    it: connections are refused for `down_seconds`, then a fresh, empty server answers."""
+    """vLLM dies (500s, then refused connections) and a supervisor restarts it, empty."""
 
     async def fault(world: World) -> None:
         await _until(world, at)
@@ -108,8 +106,7 @@ def _is_metrics(request: httpx.Request) -> bool:
 
 
 def slow_metrics(at: float, seconds: float, latency: float = METRICS_LATENCY_S) -> Fault:
-    """/metrics answers `latency` late for `seconds` (a loaded host or a proxy in the way):
-    the reading the gate gets is that old when it arrives."""
+    """/metrics answers `latency` s late, the reading as old (a loaded host, a slow proxy)."""
 
     def build(world: World) -> Interposer:
         async def slow(request: httpx.Request, send: Send) -> httpx.Response:
@@ -123,8 +120,7 @@ def slow_metrics(at: float, seconds: float, latency: float = METRICS_LATENCY_S) 
 
 
 def failing_metrics(at: float, seconds: float = 60.0) -> Fault:
-    """/metrics answers HTTP 500 for `seconds` (the exporter failing: a broken
-    PROMETHEUS_MULTIPROC_DIR, a proxy in front erroring); chat completions still work."""
+    """vLLM's metrics exporter failing: /metrics answers HTTP 500, chat still works."""
 
     async def failing(request: httpx.Request, send: Send) -> httpx.Response:
         if _is_metrics(request):
@@ -137,11 +133,11 @@ def failing_metrics(at: float, seconds: float = 60.0) -> Fault:
 def queue_cap_503s(
     at: float, seconds: float, *, every_s: float = 10.0, burst_s: float = 3.0
 ) -> Fault:
-    """For `seconds`, the first `burst_s` of every `every_s` refuse each chat completion
-    with vLLM's queue-cap 503 (another client sharing the server fills
-    --max-num-queued-reqs); the server itself is untouched."""
+    """Another client fills vLLM's --max-num-queued-reqs: chat gets 503s in bursts."""
 
     def build(world: World) -> Interposer:
+        # The first `burst_s` of every `every_s` refuse every chat completion; the server
+        # itself is untouched. The message names the profile's cap, or its slots if none.
         cap = world.profile.max_num_queued_reqs or world.profile.max_num_seqs
         body = {"object": "error", "message": queue_cap_message(cap),
                 "type": "ServiceUnavailableError", "param": None, "code": 503}
@@ -182,6 +178,7 @@ def _timed(name: str, fault: Fault, seconds: float) -> Schedule:
 
 SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
     _timed("calm-stall-12s", calm_stall(FAULT_AT, 12.0), 12.0),
+    # As long as PageClient's request timeout: the pages in flight time out during it.
     _timed("calm-stall-10min", calm_stall(FAULT_AT, 600.0), 600.0),
     _timed("crash-restart", crash_and_restart(FAULT_AT), RESTART_S),
     _timed("metrics-2s", slow_metrics(FAULT_AT, 60.0), 60.0),
