@@ -485,3 +485,69 @@ def test_kill_stops_the_engine_with_its_reason() -> None:
     assert model.next_event_at() is None and model.advance(10.0) == []
     model.kill("again", 1.0)
     assert model.crash_reason == "host memory"
+
+
+# --- a stall that ends: pause and resume ----------------------------------------------
+
+
+@pytest.mark.parametrize(("pause_at", "resume_at", "finished_at"), [
+    (None, None, 3.0),  # prefill step [0, 1], decode steps end at 2 and 3
+    (0.0, 5.0, 8.0),    # frozen at the start of its first step: everything 5 s later
+    (1.5, 11.5, 13.0),  # mid-step: the step in progress ends 10 s late, and so the rest
+    (2.0, 7.0, 8.0),    # at a step boundary: the next step, just planned, waits
+    (3.5, 4.0, 3.0),    # after the request finished: nothing to delay
+])
+def test_a_pause_delays_the_step_in_progress_by_its_length(
+    pause_at: float | None, resume_at: float | None, finished_at: float
+) -> None:
+    model = ServerModel(tiny(), start=0.0)
+    model.submit("A", prompt_tokens=4, output_tokens=3, max_tokens=3, now=0.0)
+    done: list[Finished] = []
+    if pause_at is not None and resume_at is not None:
+        model.pause(pause_at)
+        model.check_invariants()
+        assert model.next_event_at() is None
+        done += model.advance(resume_at - 0.1)
+        model.resume(resume_at)
+    done += drain(model)
+    assert [d.finished_at for d in done] == [pytest.approx(finished_at)]
+
+
+def test_a_paused_engine_keeps_its_gauges_and_queues_new_requests() -> None:
+    # A runs; the engine freezes at 1.5 mid-step. B arrives at 5 and waits (exact waiting
+    # 1) while the gauges keep the last step's values (1 running, 0 waiting). On resume at
+    # 11.5 the frozen step ends at 12, B is admitted in the next one and takes 3 steps.
+    model = ServerModel(tiny(), start=0.0)
+    model.submit("A", prompt_tokens=4, output_tokens=3, max_tokens=3, now=0.0)
+    model.pause(1.5)
+    model.submit("B", prompt_tokens=4, output_tokens=3, max_tokens=3, now=5.0)
+    assert model.advance(10.0) == []
+    s = model.snapshot()
+    assert (s.running, s.waiting, s.reported_running, s.reported_waiting, s.steps_total) == (
+        1, 1, 1, 0, 1)
+    model.check_invariants()
+    model.resume(11.5)
+    rows = [(d.req_id, round(d.first_token_at, 6), round(d.finished_at, 6)) for d in drain(model)]
+    assert rows == [("A", 1.0, 13.0), ("B", 13.0, 15.0)]
+
+
+def test_an_idle_paused_engine_starts_the_work_that_arrived_when_it_resumes() -> None:
+    model = ServerModel(tiny(), start=0.0)
+    model.pause(0.0)
+    model.submit("A", prompt_tokens=4, output_tokens=3, max_tokens=3, now=1.0)
+    assert model.next_event_at() is None
+    model.resume(4.0)
+    assert [(d.arrived_at, d.finished_at) for d in drain(model)] == [
+        pytest.approx((1.0, 7.0))]
+
+
+def test_a_request_aborted_while_paused_frees_its_blocks() -> None:
+    model = ServerModel(tiny(), start=0.0)
+    model.submit("A", prompt_tokens=4, output_tokens=3, max_tokens=3, now=0.0)
+    model.pause(1.5)
+    assert model.abort("A", 3.0)
+    model.check_invariants()
+    model.resume(4.0)
+    assert drain(model) == []
+    s = model.snapshot()
+    assert (s.running, s.waiting, s.kv_blocks_used, s.request_success_total["abort"]) == (0, 0, 0, 1)

@@ -216,3 +216,47 @@ def test_host_memory_kills_an_engine_only_server_too() -> None:
     node.submit("a", 4, 3, 3, 0.0)
     node.submit("b", 4, 3, 3, 0.0)
     assert node.crashed and all(e.crashed for e in node.engines)
+
+
+@pytest.mark.parametrize(("pause_at", "resume_at", "scrape_at", "finished_at"), [
+    # r1 read [0, 1]; the scrape waits behind it on the loop and shares the process with
+    # r1's image work: answered at 2. The image is done at 3.5, the engine at 6.5.
+    (None, None, 2.0, 6.5),
+    (0.5, 5.5, 7.0, 11.5),  # while r1's body is read: everything 5 s later
+    (1.2, 6.2, 7.0, 11.5),  # while the scrape and the image share the process: the same
+    (3.5, 13.5, 2.0, 6.5),  # r1 already in the engine: the engine does not wait
+])
+def test_a_stalled_front_end_holds_bodies_images_and_scrapes(
+    pause_at: float | None, resume_at: float | None, scrape_at: float, finished_at: float
+) -> None:
+    node = NodeModel(profile())
+    node.submit("r1", 4, 3, 3, 0.0)
+    node.probe("scrape", 0.0)
+    if pause_at is not None and resume_at is not None:
+        node.pause_front_end(pause_at)
+        assert node.frontend is not None and not node.frontend.busy
+        node.resume_front_end(resume_at)
+    done = node.advance(node.now)
+    answered = node.take_answered()
+    while (at := node.next_event_at()) is not None:
+        done += node.advance(at)
+        answered += node.take_answered()
+    assert [(name, round(at, 6)) for name, at in answered] == [("scrape", scrape_at)]
+    assert [d.finished_at for d in done] == [pytest.approx(finished_at)]
+
+
+def test_paused_engines_behind_a_working_front_end() -> None:
+    # r1 reaches the engine at 3 (read [0, 1], image [1, 3]). The engines freeze at 3.5,
+    # half-way through its prefill step [3, 4]; the front end still answers scrapes, with
+    # the gauges as they were. Resumed at 14: that step ends at 14.5, r1 at 16.5.
+    node = NodeModel(profile())
+    node.submit("r1", 4, 3, 3, 0.0)
+    node.pause_engines(3.5)
+    node.probe("scrape", 5.0)
+    node.advance(13.0)
+    assert [(name, round(at, 6)) for name, at in node.take_answered()] == [("scrape", 5.5)]
+    s = node.snapshot()
+    assert (s.running, s.engines[0].reported_running, s.engines[0].steps_total) == (1, 0, 0)
+    node.resume_engines(14.0)
+    done = [d for at in iter(node.next_event_at, None) for d in node.advance(at)]
+    assert [d.finished_at for d in done] == [pytest.approx(16.5)]

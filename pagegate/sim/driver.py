@@ -70,6 +70,12 @@ class SimEngine:
         """Stop stepping the engines for good (a hung engine; only a restart helps)."""
         self.node.hang(self.clock.now())
 
+    def nudge(self) -> None:
+        """The model was changed from outside (a fault paused or resumed it): deliver what
+        that settled and wake the engine task to plan its next wake."""
+        self.refresh()
+        self._poke()
+
     def on_crash(self, listener: Callable[[], None]) -> None:
         """Call `listener` once, right after the requests in flight have been failed."""
         self._crash_listeners.append(listener)

@@ -22,6 +22,9 @@ each runs at `busy_share` of full speed. /metrics and /health answers are loop w
 goes to the process with the fewest open requests, lowest index first (vLLM accepts on the
 least loaded API server: `api_server_loads` in vllm/v1/utils.py).
 
+Pause: `pause(now)` stops every process (its loop blocked, e.g. by a synchronous call,
+and its executor with it) until `resume(now)`; work in progress keeps what it had done.
+
 Pure and deterministic: no clock, no I/O. The caller passes `now`, takes the events one at
 a time (`complete_next`) and decides what follows a PARSED (drop it, or let it go on).
 """
@@ -161,6 +164,8 @@ class FrontEnd:
         """Requests still in PARSE, MM or HANDOVER (not yet READY, not dropped)."""
         self._speed = 1.0
         """All work runs at this fraction of full speed (the host's CPU shared, see node.py)."""
+        self._paused = False
+        """No work progresses (`pause`): items wait where they are."""
 
     # --- inputs -------------------------------------------------------------------
 
@@ -205,6 +210,16 @@ class FrontEnd:
         self.advance(now)
         self._speed = speed
 
+    def pause(self, now: float) -> None:
+        """From `now` on, no work progresses until `resume`; arrivals still queue."""
+        self.advance(now)
+        self._paused = True
+
+    def resume(self, now: float) -> None:
+        """Work carries on from where it stopped at `pause`."""
+        self.advance(now)
+        self._paused = False
+
     def answered(self, item_id: str) -> None:
         """The request or probe got its HTTP answer: its connection closes."""
         p = self._where.pop(item_id, None)
@@ -246,9 +261,13 @@ class FrontEnd:
         return None if found is None else self._now + found[0]
 
     @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @property
     def busy(self) -> bool:
-        """Some process has work queued (requests or probes)."""
-        return any(proc.loop or proc.executor for proc in self._procs)
+        """Some process is working (has requests or probes queued and is not paused)."""
+        return not self._paused and any(proc.loop or proc.executor for proc in self._procs)
 
     def in_front_end(self) -> int:
         """Requests read but not yet handed to the engine (uncounted by its gauges)."""
@@ -274,6 +293,8 @@ class FrontEnd:
         return p
 
     def _next(self) -> tuple[float, int, bool] | None:
+        if self._paused:
+            return None
         best: tuple[float, int, bool] | None = None
         for p, proc in enumerate(self._procs):
             found = proc.next_done(self.profile.busy_share)
@@ -282,7 +303,7 @@ class FrontEnd:
         return best
 
     def _progress(self, dt: float) -> None:
-        if dt > 0:
+        if dt > 0 and not self._paused:
             for proc in self._procs:
                 proc.progress(dt * self._speed, self.profile.busy_share)
 

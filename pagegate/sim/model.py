@@ -36,6 +36,11 @@ the tokens whose KV the current step computes: prompt + generated for a decoding
 (the step writes the KV of its last sampled token), all of prompt + generated for a
 prefill. Blocks never exceed `num_gpu_blocks`.
 
+Pause: `pause(now)` freezes the engine in the middle of its step (a GPU or engine-core
+stall that clears): nothing finishes, the gauges keep their last values, new requests
+join the waiting queue as they would. `resume(now)` carries on: the step in progress
+ends as late as the pause lasted.
+
 Death: every request holds `host_mb_per_request` of host RAM from arrival to finish. The
 server dies when in-flight host memory passes `host_mem_limit_mb` or the waiting queue
 passes `crash_waiting` (plausible mechanisms: vllm-project/vllm #23444, #44688, #58266,
@@ -59,7 +64,7 @@ import enum
 import heapq
 import math
 from collections import Counter, OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pagegate.sim.profiles import ServerProfile
 from pagegate.sim.records import (
@@ -159,6 +164,8 @@ class ServerModel:
         self.slowdown = 1.0
         """Steps planned from now on last this many times longer (a CPU shared with the API
         server, set by node.py; 1 for a GPU engine)."""
+        self._paused_at: float | None = None
+        """When the engine stopped stepping (`pause`); None while it runs."""
 
     # --- inputs -------------------------------------------------------------------
 
@@ -208,7 +215,7 @@ class ServerModel:
             arrived_at=self._now,
         )
         self._check_crash()
-        if self._step is None and self._crash_reason is None:
+        if self._step is None and self._crash_reason is None and self._paused_at is None:
             self._plan_step(self._now)
 
     def abort(self, req_id: str, now: float) -> bool:
@@ -242,6 +249,27 @@ class ServerModel:
             self._crash_reason = reason
             self._step = None
 
+    def pause(self, now: float) -> None:
+        """Stop stepping at `now`, mid-step; requests still arrive and wait. Idempotent."""
+        self._run_until(now)
+        if self._paused_at is None:
+            self._paused_at = now
+
+    def resume(self, now: float) -> None:
+        """Carry on after `pause`: the step in progress is moved later by the pause's length,
+        or, if the engine was idle and work arrived meanwhile, a step is planned at `now`."""
+        self._run_until(now)
+        if self._paused_at is None:
+            return
+        shift, self._paused_at = now - self._paused_at, None
+        if self._crash_reason is not None:
+            return
+        if self._step is not None:
+            self._step = replace(self._step, start=self._step.start + shift,
+                                 end=self._step.end + shift)
+        elif self._waiting or self._running:
+            self._plan_step(now)
+
     # --- observation --------------------------------------------------------------
 
     @property
@@ -256,9 +284,13 @@ class ServerModel:
     def crash_reason(self) -> str | None:
         return self._crash_reason
 
+    @property
+    def paused(self) -> bool:
+        return self._paused_at is not None
+
     def next_event_at(self) -> float | None:
-        """When the engine step in progress ends (None when idle or dead)."""
-        if self._crash_reason is not None or self._step is None:
+        """When the engine step in progress ends (None when idle, paused or dead)."""
+        if self._crash_reason is not None or self._step is None or self._paused_at is not None:
             return None
         return self._step.end
 
@@ -325,12 +357,13 @@ class ServerModel:
                 # Room for the token the step in progress computes.
                 assert r.blocks == self._blocks_for(r.prompt_tokens + g), (r, g)
         if self._running or self._waiting:
-            assert self._step is not None or self.crashed
+            assert self._step is not None or self.crashed or self.paused
 
     # --- the engine ---------------------------------------------------------------
 
     def _run_until(self, now: float) -> None:
-        while self._crash_reason is None and self._step is not None and self._step.end <= now:
+        while (self._crash_reason is None and self._paused_at is None and self._step is not None
+               and self._step.end <= now):
             self._now = self._step.end
             self._complete_step()
         self._now = max(self._now, now)

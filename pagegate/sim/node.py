@@ -21,6 +21,10 @@ Host memory is the node's: every request from arrival to answer holds
 `host_mb_per_request`; past `host_mem_limit_mb` the server dies. One engine dying kills
 the server, as an engine-core death ends vLLM's API server.
 
+Stalls that end (faults.py): `pause_engines`/`resume_engines` freeze every engine mid-step
+(model.py, "Pause"); `pause_front_end`/`resume_front_end` freeze the API server's loops and
+executors, so bodies, images and /metrics answers wait (frontend.py, "Pause").
+
 Pure and deterministic: every call takes `now`; `advance` returns what finished.
 """
 
@@ -49,6 +53,12 @@ TYPICAL_PIXELS = 996 * 1288
 QUEUE_CAP_REASON = "max_num_queued_reqs"
 REJECTION_REASONS = (QUEUE_CAP_REASON, "max_num_queued_tokens")
 """vLLM's `vllm:admission_rejections_total` reasons (vllm/v1/metrics/loggers.py)."""
+
+
+
+def queue_cap_message(cap: int | None) -> str:
+    """The 503 message of vLLM's queue cap (`check_admission`, vllm/v1/engine/async_llm.py)."""
+    return f"The engine is currently busy and cannot accept new requests ({cap} in flight)."
 
 
 @dataclass
@@ -157,6 +167,31 @@ class NodeModel:
         """The engines stop stepping for good; the API server still answers (vLLM #39863)."""
         self._run_until(now)
         self._hung = True
+
+    def pause_engines(self, now: float) -> None:
+        """Every engine stops stepping, mid-step, until `resume_engines` (a stall that ends)."""
+        self._run_until(now)
+        for engine in self.engines:
+            engine.pause(now)
+
+    def resume_engines(self, now: float) -> None:
+        self._run_until(now)
+        for engine in self.engines:
+            engine.resume(now)
+        self._share_cpu(now)
+
+    def pause_front_end(self, now: float) -> None:
+        """The API server stops processing until `resume_front_end`: what it holds waits."""
+        self._run_until(now)
+        if self.frontend is not None:
+            self.frontend.pause(now)
+            self._share_cpu(now)
+
+    def resume_front_end(self, now: float) -> None:
+        self._run_until(now)
+        if self.frontend is not None:
+            self.frontend.resume(now)
+            self._share_cpu(now)
 
     def advance(self, now: float) -> list[Finished]:
         """Run everything up to `now`; return the requests finished since the last call."""
@@ -327,8 +362,7 @@ class NodeModel:
         return cap is not None and self.unfinished() + 1 > cap
 
     def _cap_message(self) -> str:
-        return ("The engine is currently busy and cannot accept new requests "
-                f"({self.profile.max_num_queued_reqs} in flight).")
+        return queue_cap_message(self.profile.max_num_queued_reqs)
 
     def _refuse(self, req_id: str, t: float, status: int, message: str, reason: str | None) -> None:
         if reason is not None:

@@ -53,31 +53,51 @@ SAMPLE_EVERY_S = 1.0
 # ------------------------------------------------------------------ the HTTP hop
 
 
+Send = Callable[[httpx.Request], Awaitable[httpx.Response]]
+Interposer = Callable[[httpx.Request, Send], Awaitable[httpx.Response]]
+"""Stands between the client and the server, as a proxy would: gets each request and the
+way on (`send`), and may delay it, answer it itself or raise (faults.py)."""
+
+
 class SimTransport(httpx.AsyncBaseTransport):
     """httpx's `ASGITransport` over the simulator's app, plus what a socket would add.
 
     - The request's read timeout (`PageClient`'s 600 s, the poller's 4 s) is enforced on
       the loop's clock; ASGITransport has no network and so no timeouts of its own.
     - `app` None is a server process that is down: connections are refused.
+    - `interposers`, first outermost, see every request on its way (a fault adds one for
+      a while and removes it); the timeout covers what they add.
     """
 
     def __init__(self, app: ASGIApp | None) -> None:
         self.app = app
+        self.interposers: list[Interposer] = []
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        timeouts = request.extensions.get("timeout", {})
+        read = timeouts.get("read")
+        send: Send = self._send
+        for interposer in reversed(self.interposers):
+            send = _through(interposer, send)
+        try:
+            async with asyncio.timeout(read):
+                return await send(request)
+        except TimeoutError as exc:
+            raise httpx.ReadTimeout(f"no answer in {read} s", request=request) from exc
+
+    async def _send(self, request: httpx.Request) -> httpx.Response:
         app = self.app
         if app is None:
             raise httpx.ConnectError("connection refused (simulated server is down)", request=request)
-        timeouts = request.extensions.get("timeout", {})
-        read = timeouts.get("read")
-        inner = httpx.ASGITransport(app=app)
-        try:
-            async with asyncio.timeout(read):
-                response = await inner.handle_async_request(request)
-                await response.aread()
-        except TimeoutError as exc:
-            raise httpx.ReadTimeout(f"no answer in {read} s", request=request) from exc
+        response = await httpx.ASGITransport(app=app).handle_async_request(request)
+        await response.aread()
         return response
+
+
+def _through(interposer: Interposer, send: Send) -> Send:
+    async def call(request: httpx.Request) -> httpx.Response:
+        return await interposer(request, send)
+    return call
 
 
 # ------------------------------------------------------------------ what is measured
@@ -92,6 +112,7 @@ class Metered:
         self.in_flight = 0
         self.peak_in_flight = 0
         self.latencies: list[float] = []
+        self.admitted_at: list[float] = []
         self.outcomes = {o.value: 0 for o in Outcome}
 
     def slot(self, group_id: str) -> AbstractAsyncContextManager[Permit]:
@@ -101,6 +122,7 @@ class Metered:
     async def _slot(self, group_id: str) -> AsyncIterator[Permit]:
         async with self.inner.slot(group_id) as permit:
             started = self.clock.now()
+            self.admitted_at.append(started)
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
             tap = _TapPermit(permit)
@@ -261,6 +283,10 @@ class Run:
     trace: tuple[tuple[float, int, int, float, int, float | None], ...]
     """(t, waiting, running, kv usage, client in flight, admission limit) per sample."""
     snapshot: dict[str, Any] = field(default_factory=dict)
+    admitted_at: tuple[float, ...] = ()
+    """When the admission granted each slot (a page's retry takes a slot again)."""
+    latencies: tuple[float, ...] = ()
+    """Seconds from slot to answer of every request answered OK: a page's time in flight."""
 
     @property
     def crashed(self) -> bool:
@@ -419,4 +445,6 @@ async def _run(
         done_at=tuple(done_at),
         trace=tuple(trace),
         snapshot=snapshot,
+        admitted_at=tuple(metered.admitted_at),
+        latencies=tuple(metered.latencies),
     )
