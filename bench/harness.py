@@ -45,13 +45,6 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from pagegate.sim.baselines import (
-    OLMOCR_MONITOR_S,
-    VLLM_LOG_INTERVAL_S,
-    LogLine,
-    NoLimit,
-    OlmocrGroupSemaphore,
-)
 from pagegate.admission import FixedLimit, Gate, GateConfig, MetricsError, parse_vllm_metrics
 from pagegate.admission.base import Admission, AdmissionSignals, Outcome, Permit, settled
 from pagegate.clock import Clock, ScaledClock
@@ -59,6 +52,13 @@ from pagegate.config import RunConfig
 from pagegate.ocr.client import PageClient
 from pagegate.ocr.page import PageOcr
 from pagegate.ocr.stats import RunStats
+from pagegate.sim.baselines import (
+    OLMOCR_MONITOR_S,
+    VLLM_LOG_INTERVAL_S,
+    LogLine,
+    NoLimit,
+    OlmocrGroupSemaphore,
+)
 from pagegate.sim.node import NodeModel
 from pagegate.sim.process import SimProcess
 from pagegate.sim.profiles import get_server_profile

@@ -21,6 +21,8 @@ from PIL import Image
 
 from bench.admission import REPORT_KEYS, run_benchmark, utilization
 from bench.harness import STRATEGIES, steady_rate
+from pagegate.admission.base import Outcome
+from pagegate.clock import FakeClock, settle
 from pagegate.sim.baselines import (
     LogLine,
     MonitorState,
@@ -30,8 +32,6 @@ from pagegate.sim.baselines import (
     observe_line,
     should_release,
 )
-from pagegate.admission.base import Outcome
-from pagegate.clock import FakeClock, settle
 from pagegate.sim.synthetic import SyntheticRenderer, synthetic_groups, tag_png
 from pagegate.sim.workload import png_size, prompt_tokens
 
