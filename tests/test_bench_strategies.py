@@ -6,7 +6,6 @@ slow test runs the whole benchmark once on the `ci` profile over real HTTP.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import functools
 import hashlib
@@ -19,8 +18,8 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from bench.admission import REPORT_KEYS, run_benchmark, utilization
-from bench.harness import STRATEGIES, steady_rate
+from bench.admission import ALL_STRATEGIES, RECORD_KEYS, main, utilization
+from bench.harness import RunSpec, run_spec
 from pagegate.admission.base import Outcome
 from pagegate.clock import FakeClock, settle
 from pagegate.sim.baselines import (
@@ -33,7 +32,9 @@ from pagegate.sim.baselines import (
     should_release,
 )
 from pagegate.sim.synthetic import SyntheticRenderer, synthetic_groups, tag_png
+from pagegate.sim.virtual import Run
 from pagegate.sim.workload import png_size, prompt_tokens
+from pagegate.sim.yardstick import ClosedLoop, Yardstick
 
 SAFETY_SECONDS = 10.0
 """Wall-clock guard so a regression fails the test instead of hanging the suite."""
@@ -263,40 +264,46 @@ async def test_synthetic_pages_have_a_real_size_and_their_own_digest() -> None:
         tag_png(b"not a png", "x")
 
 
+def _run(end: str, pages_done: int, elapsed_s: float, pages: int = 100) -> Run:
+    return Run(engine="e", strategy="s", pages=pages, seed=0, pages_done=pages_done,
+               elapsed_s=elapsed_s, end=end, crash_reason=None, preemptions=0, peak_waiting=0,
+               peak_kv_usage=0.0, peak_in_flight=0, capacity_retries=0, done_at=(), trace=())
+
+
 def test_crashed_runs_are_scored_on_the_whole_workload() -> None:
-    finished = {"crashed": 0, "timed_out": False, "pages_per_s": 0.9, "pages_done": 100, "elapsed_s": 111.0}
-    assert utilization(finished, 1.0, 100) == pytest.approx(0.9)
+    stick = Yardstick(ClosedLoop(8, 100.0, 100, False, 0, 0), ())  # 1 page/s
+    assert utilization(_run("finished", 100, 111.1), stick, 300.0) == pytest.approx(0.9, rel=1e-3)
     # 500 of 2000 pages at full speed before dying at t = 400: a quarter of the job.
-    crashed = {"crashed": 1, "timed_out": False, "pages_per_s": 1.25, "pages_done": 500, "elapsed_s": 400.0}
-    assert utilization(crashed, 1.0, 2000) == pytest.approx(0.25)
-    slow = {"crashed": 0, "timed_out": True, "pages_per_s": 0.2, "pages_done": 600, "elapsed_s": 3000.0}
-    assert utilization(slow, 1.0, 2000) == pytest.approx(0.2)
-
-
-def test_steady_rate_ignores_ramp_up_and_drain() -> None:
-    times = [float(t) for t in range(100)] + [500.0] * 5   # a long tail at the end
-    assert steady_rate(times) == pytest.approx(1.0, rel=0.05)
-    assert steady_rate([1.0, 2.0]) is None
+    stick = Yardstick(ClosedLoop(8, 2000.0, 2000, False, 0, 0), ())
+    assert utilization(_run("crashed", 500, 400.0, 2000), stick, 6000.0) == pytest.approx(0.25)
+    assert utilization(_run("timed_out", 600, 3000.0, 2000), stick, 6000.0) == pytest.approx(0.2)
 
 
 # ------------------------------------------------------------------ the whole benchmark
 
 
 @pytest.mark.slow
-def test_ci_benchmark_reports_every_key_and_none_crashes_while_the_gate_does_not(
+def test_ci_benchmark_writes_every_key_and_the_deep_queue_crashes_where_the_gate_does_not(
     tmp_path: Path,
 ) -> None:
-    args = argparse.Namespace(
-        profile="ci", pages=160, seed=1, time_scale=None, olmocr_time_scale=None, group_pages=None,
-        strategies=",".join(STRATEGIES), json=None, plot=None,
-    )
-    report = run_benchmark(args, log=lambda *_: None)
-    (tmp_path / "ci.json").write_text(json.dumps(report))
-    assert set(report["strategies"]) == set(STRATEGIES)
-    for name, run in report["strategies"].items():
-        missing = [k for k in REPORT_KEYS if k not in run]
-        assert not missing, f"{name} lacks {missing}"
-    none, gate = report["strategies"]["none"], report["strategies"]["pagegate"]
-    assert none["crashes"] == 1 and none["pages_done"] < 160
-    assert gate["crashes"] == 0 and gate["pages_done"] == 160
-    assert report["ideal"]["crashes"] == 0 and report["saturated"]["concurrency"] == 8
+    out = tmp_path / "ci.json"
+    main(["--profiles", "ci", "--seed", "1", "--json", str(out), "--plot", str(tmp_path)])
+    records = json.loads(out.read_text())["records"]
+    assert [r["strategy"] for r in records] == list(ALL_STRATEGIES)
+    for r in records:
+        missing = [k for k in RECORD_KEYS if k not in r]
+        assert not missing, f"{r['strategy']} lacks {missing}"
+    by_name = {r["strategy"]: r for r in records}
+    assert by_name["deep-queue"]["crashes"] == 1
+    assert by_name["pagegate"]["crashes"] == 0 and by_name["pagegate"]["pages_done"] == 800
+    assert (tmp_path / "ci.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_the_wall_clock_harness_crosses_the_process_boundary() -> None:
+    """One end-to-end smoke run: the gate in this process, the simulator in its own."""
+    spec = RunSpec(strategy="pagegate", profile="ci", pages=80, seed=0, time_scale=1.0,
+                   group_pages=40, sample_interval_s=0.5, budget_s=120.0)
+    result = run_spec(spec)
+    assert result["crashed"] == 0 and result["pages_done"] == 80
+    assert result["peak_waiting"] <= 64

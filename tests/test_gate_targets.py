@@ -1,0 +1,52 @@
+"""The gate's targets, judged in virtual time on every named profile and 20 family engines.
+
+The production page path runs against the simulator in virtual time (pagegate/sim/
+virtual.py), with the DEFAULT GateConfig, and is compared with the engine's yardstick
+(pagegate/sim/yardstick.py): figures are exact, so they are asserted. This is not a
+timed test: wall time does not enter any figure.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from bench.admission import TARGET, judge, judge_family_engine
+from pagegate.sim.engines import NAMED_PAGES, named_engine
+from pagegate.sim.virtual import Workload
+
+pytestmark = pytest.mark.slow
+
+FAMILY_SEED, FAMILY_ENGINES = 0, 20
+MISSES = {
+    "h100-dp8": "the gate holds ~500 in flight but reaches 0.917 of the best closed loop "
+                "(8 engines behind one API server: the front end binds)",
+}
+"""Named profiles where today's gate misses a target, with the measured figure; strict,
+so a fix that meets the target must remove its entry."""
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.xfail(reason=MISSES[n], strict=True)) if n in MISSES else n
+    for n in NAMED_PAGES
+])
+def test_default_gate_saturates_every_named_profile_without_crash(name: str) -> None:
+    records = judge(name, named_engine(name), Workload(NAMED_PAGES[name]), ["pagegate"])
+    stick, gate = records
+    print(f"\n[{name}] gate {gate['utilization']:.3f} of {stick['best']} "
+          f"({stick['pages_per_s']:.3f} pages/s); preemptions {gate['preemptions']}, "
+          f"peak waiting {gate['peak_waiting']}, peak in flight {gate['peak_in_flight']}")
+    assert gate["crashes"] == 0 and gate["pages_done"] == gate["pages"]
+    assert gate["preemptions"] <= 0.01 * gate["pages"]
+    assert gate["utilization"] >= TARGET
+
+
+def test_default_gate_on_twenty_family_engines() -> None:
+    records = [judge_family_engine(FAMILY_SEED, i) for i in range(FAMILY_ENGINES)]
+    for r in sorted(records, key=lambda r: r["utilization"]):
+        print(f"\n  {r['utilization']:.3f} {r['parameters']}: {r['held_back']}", end="")
+    utils = [r["utilization"] for r in records]
+    assert sum(r["crashes"] for r in records) == 0
+    assert sum(u >= TARGET for u in utils) >= 0.95 * len(utils)
+    assert statistics.median(utils) >= 0.99
