@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from pagegate.admission import FixedLimit, Gate, GateConfig, MetricsError, parse_vllm_metrics
-from pagegate.admission.base import Admission, AdmissionSignals, Outcome, Permit, settled
+from pagegate.admission.base import Admission
 from pagegate.clock import Clock, ScaledClock
 from pagegate.config import RunConfig
 from pagegate.ocr.client import PageClient
@@ -59,6 +59,7 @@ from pagegate.sim.baselines import (
 )
 from pagegate.sim.process import SimProcess
 from pagegate.sim.synthetic import SyntheticGroup, SyntheticRenderer, synthetic_groups
+from pagegate.sim.virtual import Metered
 from pagegate.vlm.profiles import DEFAULT_PROFILE, get_profile
 
 STRATEGIES = ("none", "olmocr-2024", "olmocr-lock", "fixed-1600", "pagegate")
@@ -94,72 +95,6 @@ class RunSpec:
             raise ValueError(f"unknown strategy {self.strategy!r}")
         if self.strategy == IDEAL and not self.concurrency:
             raise ValueError("the ideal closed loop needs a concurrency")
-
-
-# ------------------------------------------------------------------ the ideal closed loop
-
-
-# ------------------------------------------------------------------ measuring admission
-
-
-class _TapPermit:
-    __slots__ = ("inner", "outcome")
-
-    def __init__(self, inner: Permit) -> None:
-        self.inner = inner
-        self.outcome: Outcome | None = None
-
-    def finish(self, outcome: Outcome) -> None:
-        self.outcome = outcome
-        self.inner.finish(outcome)
-
-    def sent(self) -> None:
-        self.inner.sent()
-
-
-class Metered:
-    """Wraps any Admission to count the client's in-flight requests and time them.
-
-    A permit's hold time is the page's request round trip (render is instant here), so
-    it is the latency the server imposed, queueing included.
-    """
-
-    def __init__(self, inner: Admission, clock: Clock) -> None:
-        self.inner = inner
-        self.clock = clock
-        self.in_flight = 0
-        self.peak_in_flight = 0
-        self.latencies: list[float] = []
-        self.outcomes = {o.value: 0 for o in Outcome}
-        self.on_server_error: Callable[[], None] | None = None
-
-    def slot(self, group_id: str) -> AbstractAsyncContextManager[Permit]:
-        return self._slot(group_id)
-
-    @asynccontextmanager
-    async def _slot(self, group_id: str) -> AsyncIterator[Permit]:
-        async with self.inner.slot(group_id) as permit:
-            started = self.clock.now()
-            self.in_flight += 1
-            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
-
-            def settle(outcome: Outcome) -> None:
-                self.in_flight -= 1
-                self.outcomes[outcome.value] += 1
-                if outcome is Outcome.OK:
-                    self.latencies.append(self.clock.now() - started)
-                elif outcome is Outcome.CONTENT and self.on_server_error is not None:
-                    # A fault-free simulator answers 500 only once its engine is dead.
-                    self.on_server_error()
-
-            with settled(_TapPermit(permit), settle) as tap:
-                yield tap
-
-    def signals(self, now: float) -> AdmissionSignals:
-        return self.inner.signals(now)
-
-    def snapshot(self) -> dict[str, Any]:
-        return self.inner.snapshot()
 
 
 # ------------------------------------------------------------------ strategies

@@ -114,6 +114,8 @@ class Metered:
         self.latencies: list[float] = []
         self.admitted_at: list[float] = []
         self.outcomes = {o.value: 0 for o in Outcome}
+        self.on_server_error: Callable[[], None] | None = None
+        """Called on a CONTENT outcome: against a fault-free simulator, a 500 of a dead engine."""
 
     def slot(self, group_id: str) -> AbstractAsyncContextManager[Permit]:
         return self._slot(group_id)
@@ -132,6 +134,8 @@ class Metered:
                 self.outcomes[outcome.value] += 1
                 if outcome is Outcome.OK:
                     self.latencies.append(self.clock.now() - started)
+                elif outcome is Outcome.CONTENT and self.on_server_error is not None:
+                    self.on_server_error()
 
             with settled(tap, settle):
                 yield tap
