@@ -59,7 +59,7 @@ from pagegate.sim.baselines import (
 )
 from pagegate.sim.process import SimProcess
 from pagegate.sim.synthetic import SyntheticGroup, SyntheticRenderer, synthetic_groups
-from pagegate.sim.virtual import Metered
+from pagegate.sim.virtual import Metered, steady_rate
 from pagegate.vlm.profiles import DEFAULT_PROFILE, get_profile
 
 STRATEGIES = ("none", "olmocr-2024", "olmocr-lock", "fixed-1600", "pagegate")
@@ -246,15 +246,6 @@ def _percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[k]
 
 
-def steady_rate(done_times: Sequence[float]) -> float | None:
-    """Completions per second between the 20 % and 80 % marks (as run_closed_loop)."""
-    times = sorted(done_times)
-    lo, hi = int(len(times) * 0.2), int(len(times) * 0.8) - 1
-    if hi - lo < 10 or times[hi] <= times[lo]:
-        return None
-    return (hi - lo) / (times[hi] - times[lo])
-
-
 async def _loop_lag(lags: list[float]) -> None:
     """Wall-clock lateness of a 10 ms sleep: how busy the client's event loop is."""
     while True:
@@ -428,7 +419,7 @@ async def run_client(spec: RunSpec, sim: SimProcess) -> dict[str, Any]:
         "timed_out": end_reason == "timed_out",
         "elapsed_s": round(elapsed, 2),
         "pages_per_s": pages_done / elapsed if elapsed > 0 else 0.0,
-        "steady_pages_per_s": steady_rate(done_before),
+        "steady_pages_per_s": steady_rate(done_before) or None,
         # The simulator's own high-water marks (no scrape misses them), else the samples.
         "peak_waiting": max(last_metrics.get("peak_waiting", 0.0),
                             max((r[1] or 0 for r in server_rows), default=0)),

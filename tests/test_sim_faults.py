@@ -34,7 +34,7 @@ from pagegate.admission.base import FixedLimit
 from pagegate.admission.metrics import MetricsPoller
 from pagegate.sim.faults import SCHEDULES, Schedule
 from pagegate.sim.profiles import get_server_profile
-from pagegate.sim.virtual import Opened, Run, Site, Strategy, Workload, run_virtual
+from pagegate.sim.virtual import Opened, Run, Site, Strategy, Workload, run_virtual, steady_rate
 
 PROFILE = get_server_profile("rtx4090")
 PAGES = Workload(600)
@@ -62,13 +62,6 @@ def fixed(n: int) -> Strategy:
 
 
 # --- the measures: pure functions of a run's completion times ---------------------------
-
-
-def steady_rate(done_at: Sequence[float]) -> float:
-    """Pages per second over the middle half of the pages (no ramp, no drain)."""
-    done = sorted(done_at)
-    first, last = len(done) // 4, 3 * len(done) // 4
-    return (last - first) / (done[last] - done[first])
 
 
 def window_rate(done_at: Sequence[float], start: float, end: float) -> float:

@@ -301,6 +301,14 @@ class Run:
         return self.pages_done / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
 
+def steady_rate(done_at: Sequence[float]) -> float:
+    """Pages per second over the middle half of the pages (no ramp, no drain); 0 if too few."""
+    done = sorted(done_at)
+    first, last = len(done) // 4, 3 * len(done) // 4
+    span = done[last] - done[first] if last < len(done) else 0.0
+    return (last - first) / span if span > 0 else 0.0
+
+
 # ------------------------------------------------------------------ the driver
 
 
