@@ -106,8 +106,12 @@ def closed_loop(
     concurrency: int | None,
     *,
     request_timeout_s: float | None = RunConfig.request_timeout_seconds,
+    stop_after_s: float | None = None,
 ) -> ClosedLoop:
-    """Keep `concurrency` pages in flight (None: all of them) until every page is done."""
+    """Keep `concurrency` pages in flight (None: all of them) until every page is done.
+
+    `stop_after_s`: give up at that virtual time (the best loop so far had finished by
+    then, so this one cannot be the best); the result then counts only the pages done."""
     model = NodeModel(profile, start=0.0)
     limit = len(costs) if concurrency is None else concurrency
     pending: deque[int] = deque(range(len(costs)))
@@ -143,7 +147,7 @@ def closed_loop(
             pending.appendleft(open_requests.pop(req_id))
             send(give_up_at)
             continue
-        if at is None:
+        if at is None or (stop_after_s is not None and at > stop_after_s):
             break
         for finished in model.advance(at):
             if open_requests.pop(finished.req_id, None) is not None:
@@ -154,8 +158,8 @@ def closed_loop(
         peak_waiting = max(peak_waiting, model.snapshot().waiting)
         send(at)
     snapshot = model.snapshot()
-    crashed = model.crashed or done < len(costs)
-    return ClosedLoop(concurrency, last_done, done, crashed, snapshot.preemptions_total,
+    crashed = model.crashed or (done < len(costs) and stop_after_s is None)
+    return ClosedLoop(concurrency, max(last_done, model.now), done, crashed, snapshot.preemptions_total,
                       max(peak_waiting, max(e.peak_waiting for e in snapshot.engines)))
 
 
@@ -188,7 +192,8 @@ def yardstick(profile: ServerProfile, costs: Sequence[PageCost]) -> Yardstick:
 
     def run(c: int | None) -> ClosedLoop:
         if c not in tried:
-            tried[c] = closed_loop(profile, costs, c)
+            finished = [r.elapsed_s for r in tried.values() if r.pages_per_s > 0]
+            tried[c] = closed_loop(profile, costs, c, stop_after_s=min(finished, default=None))
         return tried[c]
 
     behind = 0
