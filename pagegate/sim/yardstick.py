@@ -120,7 +120,6 @@ def closed_loop(
     done = 0
     last_done = 0.0
     serial = 0
-    peak_waiting = 0
 
     def send(now: float) -> None:
         nonlocal serial
@@ -155,12 +154,12 @@ def closed_loop(
                 last_done = finished.finished_at
         for refused in model.take_refused():
             pending.appendleft(open_requests.pop(refused.req_id))
-        peak_waiting = max(peak_waiting, model.snapshot().waiting)
         send(at)
     snapshot = model.snapshot()
     crashed = model.crashed or (done < len(costs) and stop_after_s is None)
+    # Each engine's high-water mark: exact for one engine, an upper bound for several.
     return ClosedLoop(concurrency, max(last_done, model.now), done, crashed, snapshot.preemptions_total,
-                      max(peak_waiting, max(e.peak_waiting for e in snapshot.engines)))
+                      sum(e.peak_waiting for e in snapshot.engines))
 
 
 @dataclass(frozen=True)
