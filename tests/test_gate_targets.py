@@ -8,7 +8,9 @@ timed test: wall time does not enter any figure.
 
 from __future__ import annotations
 
+import functools
 import statistics
+from typing import Any
 
 import pytest
 
@@ -25,6 +27,8 @@ MISSES = {
 }
 """Named profiles where today's gate misses a target, with the measured figure; strict,
 so a fix that meets the target must remove its entry."""
+FAMILY_MISS = ("18 of the first 20 engines reach 0.97; family-0-1 0.948 and family-0-2 "
+               "0.794 (643 slots, pages of ~65 s: C grows only as pages come back)")
 
 
 @pytest.mark.parametrize("name", [
@@ -42,11 +46,24 @@ def test_default_gate_saturates_every_named_profile_without_crash(name: str) -> 
     assert gate["utilization"] >= TARGET
 
 
-def test_default_gate_on_twenty_family_engines() -> None:
-    records = [judge_family_engine(FAMILY_SEED, i) for i in range(FAMILY_ENGINES)]
+@functools.cache  # both tests share the one computation (~4 min on one core)
+def family_records() -> tuple[dict[str, Any], ...]:
+    """The gate on the family's first 20 engines (seed 0), computed once for both tests."""
+    return tuple(judge_family_engine(FAMILY_SEED, i) for i in range(FAMILY_ENGINES))
+
+
+@pytest.mark.timeout(1200)
+def test_no_family_engine_crashes_and_preemptions_stay_under_one_percent() -> None:
+    records = family_records()
     for r in sorted(records, key=lambda r: r["utilization"]):
         print(f"\n  {r['utilization']:.3f} {r['parameters']}: {r['held_back']}", end="")
-    utils = [r["utilization"] for r in records]
-    assert sum(r["crashes"] for r in records) == 0
+    assert [r["engine"] for r in records if r["crashes"]] == []
+    assert [r["engine"] for r in records if r["preemptions"] > 0.01 * r["pages"]] == []
+
+
+@pytest.mark.timeout(1200)
+@pytest.mark.xfail(reason=FAMILY_MISS, strict=True)
+def test_family_utilization_meets_the_targets() -> None:
+    utils = [r["utilization"] for r in family_records()]
     assert sum(u >= TARGET for u in utils) >= 0.95 * len(utils)
     assert statistics.median(utils) >= 0.99
