@@ -597,7 +597,7 @@ def test_pacing_follows_the_drain_from_the_first_completions() -> None:
     assert pace_rate(state, CFG) == CFG.tuning.pace_min_rate  # nothing measured: the floor
     fast = replace(state, drain_num=27.0, drain_den=1.0)  # one busy second, 27 pages
     assert drain_rate(fast, CFG) is None  # not yet trusted for sizing...
-    assert pace_rate(fast, CFG) == pytest.approx(54.0)  # ...but pacing follows it already
+    assert pace_rate(fast, CFG) == pytest.approx(4 * 27.0)  # ...but pacing follows it already
     slow = replace(state, drain_num=1.0, drain_den=1.0)
     assert pace_rate(slow, CFG) == CFG.tuning.pace_min_rate
 

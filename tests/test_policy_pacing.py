@@ -23,8 +23,8 @@ CFG = GateConfig()
     ("drained", "tuning", "expected"),
     [
         (0.0, GateTuning(), 10.0),                     # nothing measured: the floor
-        (4.0, GateTuning(), 10.0),                     # 2 x 4 is under the floor
-        (27.0, GateTuning(), 54.0),                    # twice the drain
+        (2.0, GateTuning(), 10.0),                     # 4 x 2 is under the floor
+        (27.0, GateTuning(), 108.0),                   # four times the drain
         (27.0, GateTuning(pace_gain=1.0), 27.0),
         (0.0, GateTuning(pace_min_rate=3.0), 3.0),
     ],

@@ -13,6 +13,7 @@ from pagegate.admission.policy.rates import (
     drain_rate,
     mean_latency,
     measured_drain,
+    pace_drain,
     sample_drain,
     service_rate,
 )
@@ -62,6 +63,20 @@ def test_the_drain_is_trusted_for_sizing_after_a_share_of_the_window(
     assert drain_rate(rates, config) == (pytest.approx(3.0) if trusted else None)
     assert measured_drain(rates) == pytest.approx(3.0)  # pacing takes it at once
     assert measured_drain(Rates()) == 0.0
+
+
+def test_pacing_follows_the_last_polls_drain_in_a_ramp() -> None:
+    """Completions doubling every 5 s: the window's mean trails far behind, the last
+    poll's drain does not, and pacing takes the larger."""
+    rates, done = sample_drain(Rates(), 0.0, 1, 1, CFG), 1
+    for t in range(1, 31):
+        done += round(2 ** (t / 5))
+        rates = sample_drain(rates, float(t), done, 100, CFG)
+    now = 2 ** (30 / 5)                                  # 64 pages/s in the last second
+    assert measured_drain(rates) < 0.4 * now
+    assert pace_drain(rates) == pytest.approx(now, rel=0.2)
+    assert pace_drain(Rates(drain_num=30.0, drain_den=10.0)) == pytest.approx(3.0)  # never below
+    assert pace_drain(Rates()) == 0.0
 
 
 def test_latency_is_a_decayed_mean_over_the_drain_window() -> None:

@@ -43,7 +43,8 @@ class GateTuning(NamedTuple):
     capacity_backoff: float = 0.5
     # pacing: the token bucket
     pace_min_rate: float = 10.0
-    pace_gain: float = 2.0
+    pace_gain: float = 4.0
+    pace_window_polls: float = 2.0
     # rates: drain, latency, service rate
     drain_trust_share: float = 0.5
     latency_floor_seconds: float = 1e-3
@@ -78,6 +79,7 @@ class GateTuning(NamedTuple):
             (0.0 < self.capacity_backoff < 1.0, "capacity_backoff must be in (0, 1)"),
             (self.pace_min_rate > 0.0, "pace_min_rate must be > 0"),
             (self.pace_gain >= 1.0, "pace_gain must be >= 1"),
+            (self.pace_window_polls > 0.0, "pace_window_polls must be > 0"),
             (0.0 <= self.drain_trust_share <= 1.0, "drain_trust_share must be in [0, 1]"),
             (self.latency_floor_seconds > 0.0, "latency_floor_seconds must be > 0"),
             (self.min_unit_pages >= 1, "min_unit_pages must be >= 1"),

@@ -193,7 +193,7 @@ def apply_release(
 
 def pace_rate(state: GateState, config: GateConfig) -> float:
     """Token refill rate (pages/s)."""
-    return pacing.rate(rates.measured_drain(state.rates), config)
+    return pacing.rate(rates.pace_drain(state.rates), config)
 
 
 def page_allowance(state: GateState, now: float, config: GateConfig) -> int:

@@ -2,7 +2,8 @@
 
 Each page put in flight takes a token. The bucket refills at a multiple of the drain
 measured so far (from the first completions on: a fast server shows its rate within a
-second), never below a floor rate. It holds one poll interval's worth of tokens, and
+second; the larger of the window's drain and the last polls', `rates.pace_drain`, since
+the window's mean trails a ramp), never below a floor rate. It holds one poll interval's worth of tokens, and
 never fewer than C's floor: with a short poll, one poll's worth is a single token and
 every late wake-up of the decision loop would throw refill away, while letting C's
 floor through at once is never a burst the page level would not allow anyway. Little's
@@ -28,7 +29,7 @@ class Bucket:
 
 
 def rate(drained: float, config: GateConfig) -> float:
-    """Refill rate in pages/s, from the drain measured so far (`rates.measured_drain`)."""
+    """Refill rate in pages/s, from the drain measured so far (`rates.pace_drain`)."""
     return max(config.tuning.pace_min_rate, config.tuning.pace_gain * drained)
 
 

@@ -5,7 +5,8 @@ drain_window_seconds. Sampling starts with the first completion, so the first pa
 latency is not mistaken for a slow server, and idle stretches (nothing in flight,
 nothing finished) are left out, so a pause between groups does not shrink the next
 unit. The mean latency is the time in flight of completed pages, weighted over the same
-window. The service rate is the larger of the drain and Little's law (pages in flight /
+window. Pacing also reads the drain over the last polls (`pace_drain`), which a ramp does
+not average away. The service rate is the larger of the drain and Little's law (pages in flight /
 mean latency): the drain trails a ramp by one page latency, Little's law does not. Its
 early error is upwards (short pages finish first), which only makes units larger; the
 page level, not the unit, keeps the server safe.
@@ -28,6 +29,8 @@ class Rates:
     latency_num: float = 0.0                     # decayed sum of page latencies
     latency_den: float = 0.0                     # decayed count of timed completions
     latency_at: float | None = None
+    recent_num: float = 0.0                      # completions, weighted over pace_window_polls
+    recent_den: float = 0.0                      # busy seconds, weighted the same
 
 
 def sample_drain(
@@ -39,11 +42,16 @@ def sample_drain(
     dt = at - rates.drain_at
     finished = completed_total - rates.drain_completed
     num, den = rates.drain_num, rates.drain_den
+    recent_num, recent_den = rates.recent_num, rates.recent_den
     if dt > 0 and completed_total > 0 and (finished > 0 or in_flight > 0):
         decay = math.exp(-dt / config.drain_window_seconds)
         num = num * decay + finished
         den = den * decay + dt
-    return replace(rates, drain_num=num, drain_den=den, drain_at=at, drain_completed=completed_total)
+        recent = math.exp(-dt / (config.tuning.pace_window_polls * config.poll_interval_seconds))
+        recent_num = recent_num * recent + finished
+        recent_den = recent_den * recent + dt
+    return replace(rates, drain_num=num, drain_den=den, drain_at=at, drain_completed=completed_total,
+                   recent_num=recent_num, recent_den=recent_den)
 
 
 def add_latency(rates: Rates, latency: float, now: float, config: GateConfig) -> Rates:
@@ -58,6 +66,16 @@ def add_latency(rates: Rates, latency: float, now: float, config: GateConfig) ->
 def measured_drain(rates: Rates) -> float:
     """The drain as measured so far, however little busy time it rests on (0 before any)."""
     return rates.drain_num / rates.drain_den if rates.drain_den > 0.0 else 0.0
+
+
+def pace_drain(rates: Rates) -> float:
+    """The drain pacing follows: the larger of the window's and the last few polls'.
+
+    In a ramp the window's mean trails the current drain by much more than a page
+    latency (it averages the ramp); the last polls show where the drain is now.
+    """
+    recent = rates.recent_num / rates.recent_den if rates.recent_den > 0.0 else 0.0
+    return max(measured_drain(rates), recent)
 
 
 def drain_rate(rates: Rates, config: GateConfig) -> float | None:
