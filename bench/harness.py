@@ -57,9 +57,9 @@ from pagegate.sim.baselines import (
     NoLimit,
     OlmocrGroupSemaphore,
 )
+from pagegate.sim.measure import Metered, steady_rate
 from pagegate.sim.process import SimProcess
 from pagegate.sim.synthetic import SyntheticGroup, SyntheticRenderer, synthetic_groups
-from pagegate.sim.virtual import Metered, steady_rate
 from pagegate.vlm.profiles import DEFAULT_PROFILE, get_profile
 
 STRATEGIES = ("none", "olmocr-2024", "olmocr-lock", "fixed-1600", "pagegate")

@@ -80,13 +80,13 @@ def test_the_ranges_are_all_visited() -> None:
     """300 engines reach both ends of the wide ranges and every on/off switch both ways."""
     seqs = [e.profile.max_num_seqs for e in ENGINES]
     assert min(seqs) < 8 and max(seqs) > 512
+    assert all(e.profile.max_new_tokens is None for e in ENGINES)  # MAX_NEW_TOKENS_SHARE
     scrapes = [e.profile.frontend.scrape_s for e in ENGINES if e.profile.frontend]
     assert min(scrapes) < 0.003 and max(scrapes) > 1.0
     for flag in (
         lambda e: e.profile.crash_waiting is None,
         lambda e: e.profile.host_mem_limit_mb is None,
         lambda e: e.profile.max_num_queued_reqs is None,
-        lambda e: e.profile.max_new_tokens is None,
         lambda e: e.exports_cache_config,
         lambda e: e.profile.data_parallel_size == 1,
         lambda e: e.profile.max_model_len == fam.MAX_MODEL_LEN,

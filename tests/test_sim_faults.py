@@ -33,8 +33,9 @@ from pagegate.admission import Gate, GateConfig
 from pagegate.admission.base import FixedLimit
 from pagegate.admission.metrics import MetricsPoller
 from pagegate.sim.faults import SCHEDULES, Schedule
+from pagegate.sim.measure import steady_rate
 from pagegate.sim.profiles import get_server_profile
-from pagegate.sim.virtual import Opened, Run, Site, Strategy, Workload, run_virtual, steady_rate
+from pagegate.sim.virtual import Opened, Run, Site, Strategy, Workload, run_virtual
 
 PROFILE = get_server_profile("rtx4090")
 PAGES = Workload(600)

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import httpx
 
 from pagegate.sim.node import queue_cap_message
-from pagegate.sim.virtual import Fault, Interposer, Send, Workload, World
+from pagegate.sim.transport import Interposer, Send
+from pagegate.sim.virtual import Fault, Workload, World
 
 FAULT_AT = 120.0
 """When every schedule's fault begins: the gate on rtx4090 reaches its steady state (C at

@@ -26,6 +26,10 @@ Stalls that end (faults.py): `pause_engines`/`resume_engines` freeze every engin
 executors, so bodies, images and /metrics answers wait (frontend.py, "Pause").
 
 Pure and deterministic: every call takes `now`; `advance` returns what finished.
+
+Why one long module: one event loop (`_run_until`) orders front-end events, engine steps,
+the queue cap's two checks, host memory and the injected stalls on one clock; split, the
+order of those events would be spread over files that each hold part of its state.
 """
 
 from __future__ import annotations

@@ -22,16 +22,15 @@ import asyncio
 import contextlib
 import math
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import looptime
-from starlette.types import ASGIApp
 
-from pagegate.admission.base import Admission, AdmissionSignals, Outcome, Permit, settled
+from pagegate.admission.base import Admission
 from pagegate.clock import Clock, LoopClock
 from pagegate.config import RunConfig
 from pagegate.ocr.client import PageClient
@@ -40,126 +39,16 @@ from pagegate.ocr.stats import RunStats
 from pagegate.sim.app import build_app
 from pagegate.sim.config import SimConfig
 from pagegate.sim.driver import SimEngine
+from pagegate.sim.measure import Metered
 from pagegate.sim.profiles import ServerProfile
 from pagegate.sim.synthetic import SyntheticGroup, SyntheticRenderer, synthetic_groups
+from pagegate.sim.transport import SimTransport
 from pagegate.vlm.profiles import DEFAULT_PROFILE, get_profile
 
 SERVER = "http://sim.invalid"
 """The simulator's origin inside the virtual world (never resolved: no socket is opened)."""
 SAMPLE_EVERY_S = 1.0
 """Trace resolution: the server's gauges and the client's counts, every virtual second."""
-
-
-# ------------------------------------------------------------------ the HTTP hop
-
-
-Send = Callable[[httpx.Request], Awaitable[httpx.Response]]
-Interposer = Callable[[httpx.Request, Send], Awaitable[httpx.Response]]
-"""Stands between the client and the server, as a proxy would: gets each request and the
-way on (`send`), and may delay it, answer it itself or raise (faults.py)."""
-
-
-class SimTransport(httpx.AsyncBaseTransport):
-    """httpx's `ASGITransport` over the simulator's app, plus what a socket would add.
-
-    - The request's read timeout (`PageClient`'s 600 s, the poller's 4 s) is enforced on
-      the loop's clock; ASGITransport has no network and so no timeouts of its own.
-    - `app` None is a server process that is down: connections are refused.
-    - `interposers`, first outermost, see every request on its way (a fault adds one for
-      a while and removes it); the timeout covers what they add.
-    """
-
-    def __init__(self, app: ASGIApp | None) -> None:
-        self.app = app
-        self.interposers: list[Interposer] = []
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        timeouts = request.extensions.get("timeout", {})
-        read = timeouts.get("read")
-        send: Send = self._send
-        for interposer in reversed(self.interposers):
-            send = _through(interposer, send)
-        try:
-            async with asyncio.timeout(read):
-                return await send(request)
-        except TimeoutError as exc:
-            raise httpx.ReadTimeout(f"no answer in {read} s", request=request) from exc
-
-    async def _send(self, request: httpx.Request) -> httpx.Response:
-        app = self.app
-        if app is None:
-            raise httpx.ConnectError("connection refused (simulated server is down)", request=request)
-        response = await httpx.ASGITransport(app=app).handle_async_request(request)
-        await response.aread()
-        return response
-
-
-def _through(interposer: Interposer, send: Send) -> Send:
-    async def call(request: httpx.Request) -> httpx.Response:
-        return await interposer(request, send)
-    return call
-
-
-# ------------------------------------------------------------------ what is measured
-
-
-class Metered:
-    """Wraps any Admission to count the client's requests in flight and time each one."""
-
-    def __init__(self, inner: Admission, clock: Clock) -> None:
-        self.inner = inner
-        self.clock = clock
-        self.in_flight = 0
-        self.peak_in_flight = 0
-        self.latencies: list[float] = []
-        self.admitted_at: list[float] = []
-        self.outcomes = {o.value: 0 for o in Outcome}
-        self.on_server_error: Callable[[], None] | None = None
-        """Called on a CONTENT outcome: against a fault-free simulator, a 500 of a dead engine."""
-
-    def slot(self, group_id: str) -> AbstractAsyncContextManager[Permit]:
-        return self._slot(group_id)
-
-    @asynccontextmanager
-    async def _slot(self, group_id: str) -> AsyncIterator[Permit]:
-        async with self.inner.slot(group_id) as permit:
-            started = self.clock.now()
-            self.admitted_at.append(started)
-            self.in_flight += 1
-            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
-            tap = _TapPermit(permit)
-
-            def settle(outcome: Outcome) -> None:
-                self.in_flight -= 1
-                self.outcomes[outcome.value] += 1
-                if outcome is Outcome.OK:
-                    self.latencies.append(self.clock.now() - started)
-                elif outcome is Outcome.CONTENT and self.on_server_error is not None:
-                    self.on_server_error()
-
-            with settled(tap, settle):
-                yield tap
-
-    def signals(self, now: float) -> AdmissionSignals:
-        return self.inner.signals(now)
-
-    def snapshot(self) -> dict[str, Any]:
-        return self.inner.snapshot()
-
-
-class _TapPermit:
-    __slots__ = ("inner", "outcome")
-
-    def __init__(self, inner: Permit) -> None:
-        self.inner = inner
-        self.outcome: Outcome | None = None
-
-    def finish(self, outcome: Outcome) -> None:
-        self.outcome = outcome
-        self.inner.finish(outcome)
-
-    def sent(self) -> None:
-        self.inner.sent()
 
 
 # ------------------------------------------------------------------ the inputs
@@ -299,14 +188,6 @@ class Run:
     @property
     def pages_per_s(self) -> float:
         return self.pages_done / self.elapsed_s if self.elapsed_s > 0 else 0.0
-
-
-def steady_rate(done_at: Sequence[float]) -> float:
-    """Pages per second over the middle half of the pages (no ramp, no drain); 0 if too few."""
-    done = sorted(done_at)
-    first, last = len(done) // 4, 3 * len(done) // 4
-    span = done[last] - done[first] if last < len(done) else 0.0
-    return (last - first) / span if span > 0 else 0.0
 
 
 # ------------------------------------------------------------------ the driver
