@@ -43,7 +43,8 @@ from pagegate.admission.policy import (
 )
 from pagegate.server.metrics import Reading
 
-CFG = GateConfig()
+CFG = GateConfig(initial_concurrency=16)
+"""The tables below start C at 16 (the default start is 4: docs/admission.md)."""
 PARTS = ("signals", "concurrency", "bucket", "rates", "units", "front", "acks")
 
 
@@ -902,7 +903,7 @@ def test_token_bucket_spreads_a_unit_over_time() -> None:
 def test_a_short_poll_still_leaves_the_bucket_c_floor_tokens() -> None:
     """At 10 pages/s and a 0.1 s poll, one poll's worth is one token: a loop that wakes
     0.3 s late would lose two of three. The bucket keeps C's floor (4) instead."""
-    config = GateConfig(poll_interval_seconds=0.1, stale_after_seconds=3.0,
+    config = GateConfig(initial_concurrency=16, poll_interval_seconds=0.1, stale_after_seconds=3.0,
                         tuning=GateTuning(pace_min_rate=10.0))
     state = _open_gate(config, 100)
     assert page_allowance(state, 0.0, config) == config.concurrency_floor == 4
@@ -927,7 +928,7 @@ def test_next_wake_names_the_cooldown_end_and_the_next_token() -> None:
     decision = decide_release(state, 10.0, CFG)
     assert decision.reason is Reason.COOLDOWN
     assert next_wake_at(state, decision, 10.0, CFG) == 30.0
-    config = GateConfig(tuning=GateTuning(pace_min_rate=2.0))
+    config = GateConfig(initial_concurrency=16, tuning=GateTuning(pace_min_rate=2.0))
     state = _open_gate(config, 100)
     state, _ = send(state, page_allowance(state, 0.0, config), 0.0, config)
     assert next_wake_at(state, decide_release(state, 0.0, config), 0.0, config) == pytest.approx(0.5)

@@ -39,10 +39,11 @@ def test_the_defaults_are_consistent_and_tuning_must_be_a_gate_tuning() -> None:
 @pytest.mark.parametrize(
     ("config", "floor", "start"),
     [
-        (GateConfig(), 4, 16),
+        (GateConfig(), 4, 8),
+        (GateConfig(initial_concurrency=16), 4, 16),
         (GateConfig(initial_concurrency=2), 2, 2),           # a small start lowers the floor
         (GateConfig(max_in_flight_pages=3), 3, 3),           # so does a small cap
-        (GateConfig(tuning=GateTuning(min_concurrency=1)), 1, 16),
+        (GateConfig(initial_concurrency=16, tuning=GateTuning(min_concurrency=1)), 1, 16),
     ],
 )
 def test_c_floor_and_start(config: GateConfig, floor: int, start: int) -> None:
