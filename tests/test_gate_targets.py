@@ -53,7 +53,9 @@ def test_no_family_engine_crashes() -> None:
     for r in sorted(records, key=lambda r: r["utilization"]):
         print(f"\n  {r['utilization']:.3f} {r['parameters']}: {r['held_back']}", end="")
     assert [r["engine"] for r in records if r["crashes"]] == []
-    assert all(r["pages_done"] == r["pages"] for r in records)
+    # Every page came back (a page longer than max_tokens ends as a fallback page, as in
+    # production, so `pages_done` may fall short of `pages` by such pages).
+    assert [r["engine"] for r in records if r["end"] != "finished"] == []
 
 
 @pytest.mark.timeout(1200)
