@@ -215,12 +215,12 @@ def run_family(args: argparse.Namespace, log: Callable[[str], None]) -> list[dic
             for future in futures:
                 records.append(future.result())
                 r = records[-1]
-                log(f"  {r['engine']}: {r['utilization']:.3f} ({r['wall_s']:.1f} s)")
+                log(f"  {r['engine']}: {r['utilization']:.3f} ({r['wall_s']:.1f} s){' CRASHED' * r['crashes']}")
     else:
         for i in indexes:
             records.append(judge_family_engine(args.seed, i))
             r = records[-1]
-            log(f"  {r['engine']}: {r['utilization']:.3f} ({r['wall_s']:.1f} s)")
+            log(f"  {r['engine']}: {r['utilization']:.3f} ({r['wall_s']:.1f} s){' CRASHED' * r['crashes']}")
     return records
 
 
