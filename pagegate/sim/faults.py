@@ -44,34 +44,29 @@ async def _until(world: World, t: float) -> None:
     await world.clock.sleep(max(0.0, t - world.clock.now()))
 
 
-def calm_stall(at: float, seconds: float) -> Fault:
-    """A GPU/engine-core stall that clears: nothing finishes for `seconds`, gauges frozen."""
+def _paused(at: float, seconds: float, part: str) -> Fault:
+    """Pause one part of the node (`engines` or `front_end`) at `at` for `seconds`."""
 
     async def fault(world: World) -> None:
         await _until(world, at)
         engine = world.engine
-        engine.node.pause_engines(world.clock.now())
+        getattr(engine.node, f"pause_{part}")(world.clock.now())
         engine.nudge()
         await _until(world, at + seconds)
-        engine.node.resume_engines(world.clock.now())
+        getattr(engine.node, f"resume_{part}")(world.clock.now())
         engine.nudge()
 
     return fault
+
+
+def calm_stall(at: float, seconds: float) -> Fault:
+    """A GPU/engine-core stall that clears: nothing finishes for `seconds`, gauges frozen."""
+    return _paused(at, seconds, "engines")
 
 
 def stalled_front_end(at: float, seconds: float) -> Fault:
     """vLLM's API server loop blocked for `seconds`: bodies, images and /metrics wait."""
-
-    async def fault(world: World) -> None:
-        await _until(world, at)
-        engine = world.engine
-        engine.node.pause_front_end(world.clock.now())
-        engine.nudge()
-        await _until(world, at + seconds)
-        engine.node.resume_front_end(world.clock.now())
-        engine.nudge()
-
-    return fault
+    return _paused(at, seconds, "front_end")
 
 
 def crash_and_restart(at: float, down_seconds: float = RESTART_S) -> Fault:
