@@ -39,7 +39,7 @@ def test_the_defaults_are_consistent_and_tuning_must_be_a_gate_tuning() -> None:
 @pytest.mark.parametrize(
     ("config", "floor", "start"),
     [
-        (GateConfig(), 4, 8),
+        (GateConfig(), 4, 4),
         (GateConfig(initial_concurrency=16), 4, 16),
         (GateConfig(initial_concurrency=2), 2, 2),           # a small start lowers the floor
         (GateConfig(max_in_flight_pages=3), 3, 3),           # so does a small cap

@@ -180,7 +180,7 @@ def test_room_is_what_c_and_the_cap_still_allow(
 
 
 def test_c_starts_at_the_initial_concurrency_under_the_cap() -> None:
-    assert start(GateConfig()) == Concurrency(limit=8, slow_start=True)
+    assert start(GateConfig()) == Concurrency(limit=4, slow_start=True)
     assert start(GateConfig(initial_concurrency=16)) == Concurrency(limit=16, slow_start=True)
     assert start(GateConfig(max_in_flight_pages=3)).limit == 3
 

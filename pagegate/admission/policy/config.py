@@ -114,7 +114,7 @@ class GateConfig:
     unavailable_after_seconds: float | None = 900.0
     # Starting points and the rates' memory.
     first_unit_pages: int = 1024
-    initial_concurrency: int = 8
+    initial_concurrency: int = 4
     drain_window_seconds: float = 60.0
     # The controller's constants (not a user setting).
     tuning: GateTuning = field(default_factory=GateTuning)
