@@ -6,6 +6,7 @@ virtual time, so every figure is exact and repeatable and may be asserted.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -60,6 +61,20 @@ def test_a_fixed_limit_through_the_page_path_matches_the_pure_closed_loop(
     assert run.end == "finished" and not pure.crashed
     assert run.elapsed_s == pytest.approx(pure.elapsed_s, rel=0.005)
     assert run.preemptions == pure.preemptions
+
+
+def test_pages_cut_off_at_max_tokens_are_retried_alike_in_both() -> None:
+    """A page whose reply hits max_tokens goes again as a fresh sample (olmOCR's retry):
+    the pure loop must retry it as the page path does, or the yardstick would be a loop
+    that never pays for those retries."""
+    profile = dataclasses.replace(named_engine("ci"), output_scale=8.0)  # ~1 page in 5 cut off
+    workload = Workload(200)
+    costs = page_costs(workload, profile)
+    assert sum(c.output_tokens() >= c.max_tokens for c in costs) >= 20
+    pure = closed_loop(profile, costs, 16)
+    run = run_virtual(profile, fixed(16), workload, budget_s=10 * pure.elapsed_s)
+    assert run.end == "finished" and not pure.crashed
+    assert run.elapsed_s == pytest.approx(pure.elapsed_s, rel=0.005)
 
 
 def test_the_sweep_grid_spans_a_sixteenth_to_64_times_the_slots() -> None:

@@ -93,9 +93,13 @@ def build_app(config: SimConfig, clock: Clock | None = None, *, engine: SimEngin
         prompt = prompt_tokens(page.width, page.height, page.text_chars)
         max_tokens = page.max_tokens or max(1, engine.profile.max_model_len - prompt)
         req_id = f"chatcmpl-{number:08d}"
-        output = output_tokens(config.seed, page.digest, engine.profile.output_scale)
+        # A model samples anew on every request it is handed: a page sent again (olmOCR
+        # retries one cut off at max_tokens) writes a fresh draw.
+        sample = engine.samples[page.digest]
+        output = output_tokens(config.seed, page.digest, engine.profile.output_scale, sample)
         try:
             future = engine.submit(req_id, prompt, output, max_tokens, body_bytes=len(raw), pixels=page.width * page.height)
+            engine.samples[page.digest] += 1
             finished = await _until_done_or_disconnected(request, future)
         except RequestTooLongError as exc:
             return error_response(400, str(exc), "BadRequestError")

@@ -14,6 +14,7 @@ EngineDeadError 500); a probe's resolves when the front end's event loop got to 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 from collections.abc import Callable
@@ -49,6 +50,8 @@ class SimEngine:
         self.profile = profile or config.server_profile()
         self.node = NodeModel(self.profile, start=clock.now())
         self.requests_seen = 0
+        self.samples: collections.Counter[str] = collections.Counter()
+        """Requests seen per page digest: the next one is that page's sample number."""
         self._tick = MIN_WAKE_WALL_S * config.time_scale if min_wake_s is None else min_wake_s
         self._waiters: dict[str, asyncio.Future[Finished]] = {}
         self._probes: dict[str, asyncio.Future[None]] = {}

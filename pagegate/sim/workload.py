@@ -104,12 +104,16 @@ _OUTPUT_MEDIAN = OUTPUT_MEAN_TOKENS / math.exp(OUTPUT_SIGMA**2 / 2)
 _STANDARD_NORMAL = NormalDist()
 
 
-def output_tokens(seed: int, digest: str, scale: float = 1.0) -> int:
+def output_tokens(seed: int, digest: str, scale: float = 1.0, sample: int = 0) -> int:
     """How many tokens the model writes for the page with content `digest` (>= 1).
 
     `scale` (a profile's `output_scale`) stretches the whole distribution, so a page
-    keeps its rank among the others whatever model writes it."""
-    h = hashlib.sha256(f"{seed}\x00{digest}".encode()).digest()
+    keeps its rank among the others whatever model writes it. `sample` numbers the
+    requests for the same page: a model samples anew each time (olmOCR retries a page cut
+    off at max_tokens because a new sample usually ends), so sample n > 0 is a fresh
+    draw, and sample 0 is the page's own length whatever else was sent before it."""
+    key = f"{seed}\x00{digest}" if sample == 0 else f"{seed}\x00{digest}\x00{sample}"
+    h = hashlib.sha256(key.encode()).digest()
     u = (int.from_bytes(h[:8], "big") + 0.5) / 2**64
     z = _STANDARD_NORMAL.inv_cdf(u)
     return max(1, round(scale * _OUTPUT_MEDIAN * math.exp(OUTPUT_SIGMA * z)))

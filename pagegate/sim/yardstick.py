@@ -16,6 +16,9 @@ adds no time of its own, so a closed loop here and `FixedLimit(c)` through run_v
 finish together (tests/test_sim_virtual.py holds them to it). What a client does on a
 capacity error is copied too: a request older than the client's timeout is aborted and
 sent again; a refused one (the queue cap's 503) goes again when the next page returns.
+So is olmOCR's retry of a reply cut off at max_tokens: the page goes again as a fresh
+sample, behind the pages already waiting (its next attempt waits for a permit like them),
+up to `MAX_ATTEMPTS` times; only then does it count as done.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ GRID_STEP = 2.0
 REFINE_STEP = 2 ** 0.25
 FINE_STEP = 2 ** 0.125
 GAIN = 1.01
+MAX_ATTEMPTS = RunConfig.max_page_retries
+"""Attempts per page, as the page path makes them: a reply cut off at max_tokens is sent
+again, and after this many the page falls back to its text layer."""
 
 
 @dataclass(frozen=True)
@@ -51,17 +57,23 @@ class PageCost:
     """What one page costs the server, as the simulator's app prices its request."""
 
     prompt_tokens: int
-    output_tokens: int
     max_tokens: int
     body_bytes: int
     pixels: int
+    seed: int
+    digest: str
+    output_scale: float
+
+    def output_tokens(self, sample: int = 0) -> int:
+        """What the page's `sample`-th request writes, as app.py draws it."""
+        return output_tokens(self.seed, self.digest, self.output_scale, sample)
 
 
 def page_costs(
     workload: Workload, server: ServerProfile, served_model_name: str = "olmocr"
 ) -> list[PageCost]:
-    """Every page's first-attempt request, in hand-over order, priced as app.py prices it
-    on `server` (its output scale)."""
+    """Every page's request, in hand-over order, priced as app.py prices it on `server`
+    (its output scale; each request sent for a page is a fresh sample)."""
     profile = get_profile(DEFAULT_PROFILE)
     temperature = AttemptPlan.start(profile, RunConfig.max_page_retries).current.temperature
     renderer = SyntheticRenderer()
@@ -75,8 +87,8 @@ def page_costs(
             raw = json.dumps(body, separators=(",", ":")).encode()
             page = parse_chat_body(body)
             prompt = prompt_tokens(page.width, page.height, page.text_chars)
-            costs.append(PageCost(prompt, output_tokens(workload.seed, page.digest, server.output_scale),
-                                  page.max_tokens or 1, len(raw), page.width * page.height))
+            costs.append(PageCost(prompt, page.max_tokens or 1, len(raw), page.width * page.height,
+                                  workload.seed, page.digest, server.output_scale))
     return costs
 
 
@@ -116,6 +128,9 @@ def closed_loop(
     limit = len(costs) if concurrency is None else concurrency
     pending: deque[int] = deque(range(len(costs)))
     open_requests: dict[str, int] = {}
+    cut_off: set[str] = set()  # requests whose sample reaches max_tokens: a "length" stop
+    samples = [0] * len(costs)  # requests sent per page
+    length_stops = [0] * len(costs)
     deadlines: list[tuple[float, str]] = []
     done = 0
     last_done = 0.0
@@ -128,7 +143,11 @@ def closed_loop(
             cost = costs[page]
             req_id = f"r{serial}"
             serial += 1
-            model.submit(req_id, cost.prompt_tokens, cost.output_tokens, cost.max_tokens, now,
+            output = cost.output_tokens(samples[page])
+            samples[page] += 1
+            if output >= cost.max_tokens:
+                cut_off.add(req_id)
+            model.submit(req_id, cost.prompt_tokens, output, cost.max_tokens, now,
                          body_bytes=cost.body_bytes, pixels=cost.pixels)
             open_requests[req_id] = page
             if request_timeout_s is not None:
@@ -149,9 +168,15 @@ def closed_loop(
         if at is None or (stop_after_s is not None and at > stop_after_s):
             break
         for finished in model.advance(at):
-            if open_requests.pop(finished.req_id, None) is not None:
-                done += 1
-                last_done = finished.finished_at
+            page = open_requests.pop(finished.req_id, None)
+            if page is None:
+                continue
+            if finished.req_id in cut_off and length_stops[page] + 1 < MAX_ATTEMPTS:
+                length_stops[page] += 1  # the next attempt queues behind the waiting pages
+                pending.append(page)
+                continue
+            done += 1
+            last_done = finished.finished_at
         for refused in model.take_refused():
             pending.appendleft(open_requests.pop(refused.req_id))
         send(at)
