@@ -70,7 +70,7 @@ def build_app(config: SimConfig, clock: Clock | None = None, *, engine: SimEngin
     engine = engine or SimEngine(config, clock or default_clock(config))
     name = config.served_model_name
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(VllmMetricsCollector(engine.refresh, name,
+    registry.register(VllmMetricsCollector(engine.snapshot, name,
                                            cache_config=engine.profile.exports_cache_config))
 
     async def chat_completions(request: Request) -> Response:
@@ -93,13 +93,10 @@ def build_app(config: SimConfig, clock: Clock | None = None, *, engine: SimEngin
         prompt = prompt_tokens(page.width, page.height, page.text_chars)
         max_tokens = page.max_tokens or max(1, engine.profile.max_model_len - prompt)
         req_id = f"chatcmpl-{number:08d}"
-        # A model samples anew on every request it is handed: a page sent again (olmOCR
-        # retries one cut off at max_tokens) writes a fresh draw.
-        sample = engine.samples[page.digest]
-        output = output_tokens(config.seed, page.digest, engine.profile.output_scale, sample)
+        output = output_tokens(config.seed, page.digest, engine.profile.output_scale,
+                               engine.samples[page.digest])
         try:
             future = engine.submit(req_id, prompt, output, max_tokens, body_bytes=len(raw), pixels=page.width * page.height)
-            engine.samples[page.digest] += 1
             finished = await _until_done_or_disconnected(request, future)
         except RequestTooLongError as exc:
             return error_response(400, str(exc), "BadRequestError")
@@ -113,6 +110,11 @@ def build_app(config: SimConfig, clock: Clock | None = None, *, engine: SimEngin
         if finished is None:
             engine.abort(req_id)
             return Response(status_code=499)
+        if finished.finish_reason == "length":
+            # A reply cut off at max_tokens is a sample that ran on (a repetition loop);
+            # the page's next request is a fresh sample, which usually ends (why olmOCR
+            # retries). Any other request for a page writes that page's own length.
+            engine.samples[page.digest] += 1
         return JSONResponse(completion_body(req_id, name, page, finished, config))
 
     async def models(_: Request) -> Response:

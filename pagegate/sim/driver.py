@@ -19,7 +19,7 @@ import contextlib
 import itertools
 from collections.abc import Callable
 
-from pagegate.clock import Clock
+from pagegate.clock import Clock, LoopClock, MonotonicClock, ScaledClock
 from pagegate.sim.config import SimConfig
 from pagegate.sim.node import NodeModel
 from pagegate.sim.profiles import ServerProfile
@@ -51,7 +51,7 @@ class SimEngine:
         self.node = NodeModel(self.profile, start=clock.now())
         self.requests_seen = 0
         self.samples: collections.Counter[str] = collections.Counter()
-        """Requests seen per page digest: the next one is that page's sample number."""
+        """Replies cut off at max_tokens per page digest: its next request's sample number."""
         self._tick = MIN_WAKE_WALL_S * config.time_scale if min_wake_s is None else min_wake_s
         self._waiters: dict[str, asyncio.Future[Finished]] = {}
         self._probes: dict[str, asyncio.Future[None]] = {}
@@ -138,8 +138,13 @@ class SimEngine:
             self.node.abort(req_id, self.clock.now())
         self.refresh()
 
-    def refresh(self) -> NodeSnapshot:
-        """Bring the model up to now, deliver what finished, and return its metrics."""
+    def snapshot(self) -> NodeSnapshot:
+        """The metrics now (after delivering what finished by now)."""
+        self.refresh()
+        return self.node.snapshot()
+
+    def refresh(self) -> None:
+        """Bring the model up to now and deliver what finished (and what was refused)."""
         node = self.node
         if not node.crashed:
             for done in node.advance(self.clock.now()):
@@ -161,7 +166,6 @@ class SimEngine:
                 self._answer(probe_id)
             for listener in self._crash_listeners:
                 listener()
-        return node.snapshot()
 
     def _resolve(self, req_id: str, outcome: Finished | Exception) -> None:
         future = self._waiters.pop(req_id, None)
@@ -191,6 +195,13 @@ class SimEngine:
                 await self._wake.wait()
                 continue
             delay = max(next_at - self.clock.now(), self._tick)
+            timer = _loop_timer(self.clock, delay, self._wake.set)
+            if timer is not None:
+                try:
+                    await self._wake.wait()
+                finally:
+                    timer.cancel()
+                continue
             sleeper = asyncio.ensure_future(self.clock.sleep(delay))
             woken = asyncio.ensure_future(self._wake.wait())
             try:
@@ -199,3 +210,15 @@ class SimEngine:
                 for task in (sleeper, woken):
                     task.cancel()
         self.refresh()
+
+
+def _loop_timer(clock: Clock, seconds: float, callback: Callable[[], object]) -> asyncio.TimerHandle | None:
+    """A loop timer firing after `seconds` of `clock`, for clocks the loop's own time
+    drives; None for a clock only its owner moves (FakeClock). A timer costs no task, and
+    a run in virtual time wakes the engine task once per engine step."""
+    loop = asyncio.get_running_loop()
+    if isinstance(clock, LoopClock | MonotonicClock):
+        return loop.call_later(seconds, callback)
+    if isinstance(clock, ScaledClock):
+        return loop.call_later(seconds / clock.factor, callback)
+    return None

@@ -108,10 +108,10 @@ def output_tokens(seed: int, digest: str, scale: float = 1.0, sample: int = 0) -
     """How many tokens the model writes for the page with content `digest` (>= 1).
 
     `scale` (a profile's `output_scale`) stretches the whole distribution, so a page
-    keeps its rank among the others whatever model writes it. `sample` numbers the
-    requests for the same page: a model samples anew each time (olmOCR retries a page cut
-    off at max_tokens because a new sample usually ends), so sample n > 0 is a fresh
-    draw, and sample 0 is the page's own length whatever else was sent before it."""
+    keeps its rank among the others whatever model writes it. `sample` counts the page's
+    replies cut off at max_tokens so far: such a reply is a sample that ran on, and the
+    next is a fresh draw (olmOCR retries a cut-off page because a new sample usually
+    ends); sample 0 is the page's own length, whatever else was sent before it."""
     key = f"{seed}\x00{digest}" if sample == 0 else f"{seed}\x00{digest}\x00{sample}"
     h = hashlib.sha256(key.encode()).digest()
     u = (int.from_bytes(h[:8], "big") + 0.5) / 2**64

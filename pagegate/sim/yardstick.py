@@ -2,9 +2,10 @@
 
 For one engine, one workload and one seed it is the best of:
 - a closed-loop sweep: keep `c` pages in flight, a new page the moment one comes back,
-  for `c` on a doubling grid from slots/16 up to 64 x slots, then refined around the
-  best (ratios 2^(1/4), then 2^(1/8)). Going up stops once two points in a row crash or
-  gain less than `GAIN` over the best so far: past the best, more in flight only queues;
+  for `c` on a doubling grid within slots/16 ... 64 x slots, then refined around the
+  best (ratios 2^(1/4), then 2^(1/8)). The grid is walked up from the slot count, then
+  down from it; each way stops once two points in a row crash or gain less than `GAIN`
+  over the best so far (past the best, more in flight only queues; fewer only idles);
 - the deep queue: every page at once.
 A run that kills the server is not a candidate. "Best" is the shortest time to the last
 page. The gate's utilization is its pages/s over the yardstick's, on the same pages.
@@ -23,6 +24,7 @@ up to `MAX_ATTEMPTS` times; only then does it count as done.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import json
 import math
@@ -65,7 +67,7 @@ class PageCost:
     output_scale: float
 
     def output_tokens(self, sample: int = 0) -> int:
-        """What the page's `sample`-th request writes, as app.py draws it."""
+        """What the page writes after `sample` replies cut off at max_tokens (app.py)."""
         return output_tokens(self.seed, self.digest, self.output_scale, sample)
 
 
@@ -73,7 +75,7 @@ def page_costs(
     workload: Workload, server: ServerProfile, served_model_name: str = "olmocr"
 ) -> list[PageCost]:
     """Every page's request, in hand-over order, priced as app.py prices it on `server`
-    (its output scale; each request sent for a page is a fresh sample)."""
+    (its output scale; a page cut off at max_tokens is sampled anew)."""
     profile = get_profile(DEFAULT_PROFILE)
     temperature = AttemptPlan.start(profile, RunConfig.max_page_retries).current.temperature
     renderer = SyntheticRenderer()
@@ -129,8 +131,7 @@ def closed_loop(
     pending: deque[int] = deque(range(len(costs)))
     open_requests: dict[str, int] = {}
     cut_off: set[str] = set()  # requests whose sample reaches max_tokens: a "length" stop
-    samples = [0] * len(costs)  # requests sent per page
-    length_stops = [0] * len(costs)
+    length_stops = [0] * len(costs)  # per page: its next request's sample number
     deadlines: list[tuple[float, str]] = []
     done = 0
     last_done = 0.0
@@ -143,8 +144,7 @@ def closed_loop(
             cost = costs[page]
             req_id = f"r{serial}"
             serial += 1
-            output = cost.output_tokens(samples[page])
-            samples[page] += 1
+            output = cost.output_tokens(length_stops[page])
             if output >= cost.max_tokens:
                 cut_off.add(req_id)
             model.submit(req_id, cost.prompt_tokens, output, cost.max_tokens, now,
@@ -220,13 +220,18 @@ def yardstick(profile: ServerProfile, costs: Sequence[PageCost]) -> Yardstick:
             tried[c] = closed_loop(profile, costs, c, stop_after_s=min(finished, default=None))
         return tried[c]
 
-    behind = 0
-    for c in grid(slots, len(costs)):
-        best_before = max((r.pages_per_s for r in tried.values()), default=0.0)
-        rate = run(c).pages_per_s
-        behind = behind + 1 if rate < GAIN * best_before else 0
-        if behind == 2:
-            break
+    points = grid(slots, len(costs))
+    start = bisect.bisect_left(points, min(slots, len(costs)))
+    # Up from the slots, then down: each way stops after two points that gain < GAIN. Down
+    # costs little, as a loop below the best is stopped once it runs past the best's time.
+    for way in (points[start:], points[:start][::-1]):
+        behind = 0
+        for c in way:
+            best_before = max((r.pages_per_s for r in tried.values()), default=0.0)
+            rate = run(c).pages_per_s
+            behind = behind + 1 if rate < GAIN * best_before else 0
+            if behind == 2:
+                break
     for step, ks in ((REFINE_STEP, (-2, -1, 1, 2)), (FINE_STEP, (-1, 1))):
         best = max(tried.values(), key=lambda r: r.pages_per_s)
         if best.concurrency is not None:
