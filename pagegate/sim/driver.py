@@ -137,6 +137,7 @@ class SimEngine:
         if not self.node.crashed:
             self.node.abort(req_id, self.clock.now())
         self.refresh()
+        self._poke()  # a shorter batch may finish the next request sooner
 
     def snapshot(self) -> NodeSnapshot:
         """The metrics now (after delivering what finished by now)."""
@@ -189,7 +190,7 @@ class SimEngine:
         assert self._wake is not None
         while not self.node.crashed:
             self.refresh()
-            next_at = self.node.next_event_at()
+            next_at = self.node.next_wake_at()
             self._wake.clear()
             if next_at is None:
                 await self._wake.wait()

@@ -294,6 +294,34 @@ class ServerModel:
             return None
         return self._step.end
 
+    def next_finish_at(self) -> float | None:
+        """The end of the next step that may finish a request (None when idle, paused or
+        dead): what a driver that only acts on replies must wake for.
+
+        While the steps ahead only decode (no prefill, no waiting request that could be
+        admitted, KV room for every block they need), each lasts as long as the current
+        one and nothing but the finish heap's head ends the span, so its end is exact:
+        the same sums `_plan_step` will make. Otherwise it is the current step's end."""
+        step = self._step
+        if self._crash_reason is not None or step is None or self._paused_at is not None:
+            return None
+        if step.prefill_chunks or not self._finish_heap or self._could_admit():
+            return step.end
+        last, _, epoch, req_id = self._finish_heap[0]
+        req = self._running.get(req_id)
+        if req is None or req.epoch != epoch:
+            return step.end  # a stale head: look again after this step
+        steps = last - step.index
+        blocks_needed = self._decoding * (steps // self.profile.block_size + 1)
+        if steps <= 0 or self.profile.num_gpu_blocks - self._used_blocks < blocks_needed:
+            return step.end
+        duration = self.slowdown * (self.profile.step_base_s
+                                    + self.profile.step_per_seq_s * self._decoding)
+        end = step.end
+        for _ in range(steps):
+            end = end + duration
+        return end
+
     def in_flight(self) -> list[str]:
         """Ids of every request arrived and not finished: waiting first, then running."""
         return [*self._waiting, *self._running]
@@ -453,6 +481,14 @@ class ServerModel:
             chunks.append((req.req_id, req.epoch, n))
             budget -= n
         return chunks
+
+    def _could_admit(self) -> bool:
+        """Whether the next `schedule()` may admit the waiting queue's head (`_admit_waiting`)."""
+        if not self._waiting or len(self._running) >= self.profile.max_num_seqs:
+            return False
+        head = next(iter(self._waiting.values()))
+        need = self._blocks_for(head.prompt_tokens + head.generated)
+        return self.profile.num_gpu_blocks - self._used_blocks >= need + 1
 
     def _complete_step(self) -> None:
         step = self._step

@@ -239,6 +239,22 @@ class NodeModel:
         known = [t for t in times if t is not None]
         return min(known) if known else None
 
+    def next_wake_at(self) -> float | None:
+        """When a driver that acts only on what leaves the node (replies, refusals, probe
+        answers) must next look: the front end's next event, or the end of the next engine
+        step that may finish a request. Every step still runs, at `advance`; a driver
+        saves only its own wakes for the steps that change nothing it sees. With
+        `cpu_contention` every step may change the front end's speed, so it is every step."""
+        if self._crash_reason is not None:
+            return None
+        contended = self.profile.cpu_contention != (1.0, 1.0)
+        times = [] if self._hung else [
+            e.next_event_at() if contended else e.next_finish_at() for e in self.engines]
+        if self.frontend is not None:
+            times.append(self.frontend.next_event_at())
+        known = [t for t in times if t is not None]
+        return min(known) if known else None
+
     def snapshot(self) -> NodeSnapshot:
         engines = [e.snapshot() for e in self.engines]
         if self._hung and self._stuck:

@@ -157,7 +157,7 @@ def closed_loop(
     while not model.crashed and done < len(costs):
         while deadlines and deadlines[0][1] not in open_requests:
             heapq.heappop(deadlines)
-        at = model.next_event_at()
+        at = model.next_wake_at()
         if deadlines and (at is None or deadlines[0][0] < at):
             give_up_at, req_id = heapq.heappop(deadlines)
             model.advance(give_up_at)
