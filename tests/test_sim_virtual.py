@@ -77,6 +77,15 @@ def test_pages_cut_off_at_max_tokens_are_retried_alike_in_both() -> None:
     assert run.elapsed_s == pytest.approx(pure.elapsed_s, rel=0.005)
 
 
+def test_a_loop_whose_pages_keep_timing_out_has_collapsed_and_is_no_candidate() -> None:
+    profile = named_engine("ci")
+    costs = page_costs(Workload(200), profile)
+    fine = closed_loop(profile, costs, 64)
+    jammed = closed_loop(profile, costs, 64, request_timeout_s=0.2)  # shorter than any page
+    assert not fine.collapsed and fine.pages_per_s > 0
+    assert jammed.collapsed and jammed.pages < 200 and jammed.pages_per_s == 0.0
+
+
 def test_the_sweep_grid_spans_a_sixteenth_to_64_times_the_slots() -> None:
     assert grid(64, 100_000) == [4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
     assert grid(4, 100) == [1, 2, 4, 8, 16, 32, 64, 100]  # capped at the pages

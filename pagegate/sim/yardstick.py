@@ -7,7 +7,8 @@ For one engine, one workload and one seed it is the best of:
   down from it; each way stops once two points in a row crash or gain less than `GAIN`
   over the best so far (past the best, more in flight only queues; fewer only idles);
 - the deep queue: every page at once.
-A run that kills the server is not a candidate. "Best" is the shortest time to the last
+A run that kills the server is not a candidate, nor one that collapses under the
+client's request timeout (`COLLAPSE_SHARE`). "Best" is the shortest time to the last
 page. The gate's utilization is its pages/s over the yardstick's, on the same pages.
 
 The loops run on the pure `NodeModel` (no asyncio, no HTTP), fed each page's exact costs:
@@ -49,6 +50,11 @@ GRID_STEP = 2.0
 REFINE_STEP = 2 ** 0.25
 FINE_STEP = 2 ** 0.125
 GAIN = 1.01
+COLLAPSE_SHARE = 0.25
+"""A loop whose requests time out more often than this share of its pages has collapsed:
+each one aborted goes back behind a queue that outlasts the client's timeout, and a page
+longer than the load allows never finishes. It is no candidate and is not run to its end
+(left to run, the 749-slot family-0-60 at 749 in flight ran for minutes of CPU)."""
 MAX_ATTEMPTS = RunConfig.max_page_retries
 """Attempts per page, as the page path makes them: a reply cut off at max_tokens is sent
 again, and after this many the page falls back to its text layer."""
@@ -104,10 +110,14 @@ class ClosedLoop:
     crashed: bool
     preemptions: int
     peak_waiting: int
+    collapsed: bool = False
+    """Stopped because its timeouts passed `COLLAPSE_SHARE` of the pages."""
 
     @property
     def pages_per_s(self) -> float:
-        return self.pages / self.elapsed_s if self.elapsed_s > 0 and not self.crashed else 0.0
+        if self.crashed or self.collapsed or self.elapsed_s <= 0:
+            return 0.0
+        return self.pages / self.elapsed_s
 
     @property
     def label(self) -> str:
@@ -154,7 +164,8 @@ def closed_loop(
                 heapq.heappush(deadlines, (now + request_timeout_s, req_id))
 
     send(0.0)
-    while not model.crashed and done < len(costs):
+    timeouts = 0
+    while not model.crashed and done < len(costs) and timeouts <= COLLAPSE_SHARE * len(costs):
         while deadlines and deadlines[0][1] not in open_requests:
             heapq.heappop(deadlines)
         at = model.next_wake_at()
@@ -163,6 +174,7 @@ def closed_loop(
             model.advance(give_up_at)
             model.abort(req_id, give_up_at)
             pending.appendleft(open_requests.pop(req_id))
+            timeouts += 1
             send(give_up_at)
             continue
         if at is None or (stop_after_s is not None and at > stop_after_s):
@@ -181,10 +193,11 @@ def closed_loop(
             pending.appendleft(open_requests.pop(refused.req_id))
         send(at)
     snapshot = model.snapshot()
-    crashed = model.crashed or (done < len(costs) and stop_after_s is None)
+    collapsed = timeouts > COLLAPSE_SHARE * len(costs)
+    crashed = model.crashed or (done < len(costs) and stop_after_s is None and not collapsed)
     # Each engine's high-water mark: exact for one engine, an upper bound for several.
     return ClosedLoop(concurrency, max(last_done, model.now), done, crashed, snapshot.preemptions_total,
-                      sum(e.peak_waiting for e in snapshot.engines))
+                      sum(e.peak_waiting for e in snapshot.engines), collapsed)
 
 
 @dataclass(frozen=True)
@@ -229,7 +242,7 @@ def yardstick(profile: ServerProfile, costs: Sequence[PageCost]) -> Yardstick:
         for c in way:
             best_before = max((r.pages_per_s for r in tried.values()), default=0.0)
             rate = run(c).pages_per_s
-            behind = behind + 1 if rate < GAIN * best_before else 0
+            behind = behind + 1 if rate <= 0 or rate < GAIN * best_before else 0
             if behind == 2:
                 break
     for step, ks in ((REFINE_STEP, (-2, -1, 1, 2)), (FINE_STEP, (-1, 1))):
@@ -240,6 +253,6 @@ def yardstick(profile: ServerProfile, costs: Sequence[PageCost]) -> Yardstick:
     run(None)
     best = max(tried.values(), key=lambda r: r.pages_per_s)
     if best.pages_per_s <= 0 or math.isnan(best.pages_per_s):
-        raise RuntimeError(f"{profile.name}: every closed loop crashed the server")
+        raise RuntimeError(f"{profile.name}: every closed loop crashed the server or collapsed")
     ordered = sorted(tried.values(), key=lambda r: (r.concurrency is None, r.concurrency or 0))
     return Yardstick(best, tuple(ordered))
