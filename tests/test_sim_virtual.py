@@ -86,6 +86,15 @@ def test_a_loop_whose_pages_keep_timing_out_has_collapsed_and_is_no_candidate() 
     assert jammed.collapsed and jammed.pages < 200 and jammed.pages_per_s == 0.0
 
 
+def test_a_loop_stopped_at_the_best_time_so_far_is_rated_over_all_of_it() -> None:
+    # Its rate must not beat the loop that set the time: pages done by then over that time.
+    profile = named_engine("ci")
+    costs = page_costs(Workload(200), profile)
+    whole = closed_loop(profile, costs, 8)
+    cut = closed_loop(profile, costs, 8, stop_after_s=whole.elapsed_s / 2)
+    assert cut.pages < 200 and cut.elapsed_s >= whole.elapsed_s / 2
+
+
 def test_the_sweep_grid_spans_a_sixteenth_to_64_times_the_slots() -> None:
     assert grid(64, 100_000) == [4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
     assert grid(4, 100) == [1, 2, 4, 8, 16, 32, 64, 100]  # capped at the pages

@@ -177,7 +177,10 @@ def closed_loop(
             timeouts += 1
             send(give_up_at)
             continue
-        if at is None or (stop_after_s is not None and at > stop_after_s):
+        if at is None:
+            break
+        if stop_after_s is not None and at > stop_after_s:
+            model.advance(stop_after_s)  # nothing finishes before `at`: a rate over the whole span
             break
         for finished in model.advance(at):
             page = open_requests.pop(finished.req_id, None)
