@@ -169,7 +169,15 @@ def closed_loop(
         while deadlines and deadlines[0][1] not in open_requests:
             heapq.heappop(deadlines)
         at = model.next_wake_at()
-        if deadlines and (at is None or deadlines[0][0] < at):
+        timed_out = bool(deadlines) and (at is None or deadlines[0][0] < at)
+        next_at = deadlines[0][0] if timed_out else at
+        if next_at is None:
+            break
+        if stop_after_s is not None and next_at > stop_after_s:
+            # Nothing happens before next_at: rate the loop over the whole span.
+            model.advance(max(stop_after_s, model.now))
+            break
+        if timed_out:
             give_up_at, req_id = heapq.heappop(deadlines)
             model.advance(give_up_at)
             model.abort(req_id, give_up_at)
@@ -177,15 +185,12 @@ def closed_loop(
             timeouts += 1
             send(give_up_at)
             continue
-        if at is None:
-            break
-        if stop_after_s is not None and at > stop_after_s:
-            model.advance(stop_after_s)  # nothing finishes before `at`: a rate over the whole span
-            break
-        for finished in model.advance(at):
+        returned = False
+        for finished in model.advance(next_at):
             page = open_requests.pop(finished.req_id, None)
             if page is None:
                 continue
+            returned = True
             if finished.req_id in cut_off and length_stops[page] + 1 < MAX_ATTEMPTS:
                 length_stops[page] += 1  # the next attempt queues behind the waiting pages
                 pending.append(page)
@@ -194,7 +199,8 @@ def closed_loop(
             last_done = finished.finished_at
         for refused in model.take_refused():
             pending.appendleft(open_requests.pop(refused.req_id))
-        send(at)
+        if returned or not open_requests:  # a refused page goes again when one returns
+            send(next_at)
     snapshot = model.snapshot()
     collapsed = timeouts > COLLAPSE_SHARE * len(costs)
     crashed = model.crashed or (done < len(costs) and stop_after_s is None and not collapsed)
