@@ -88,6 +88,16 @@ class AdmissionGate(Block):
             "server's queue, so new admissions cannot force preemptions."
         ),
     )
+    page_latency_limit_seconds: float | None = Field(
+        default=_DEFAULTS.page_latency_limit_seconds,
+        gt=0.0,
+        description=(
+            "While pages take longer than this on average, the gate stops growing its limit "
+            "and holds it at what the server completes in this time: more pages in flight "
+            "would only lengthen each one until the longest time out. The run's request "
+            "timeout / 4 applies when it is shorter. Empty: no limit."
+        ),
+    )
     poll_interval_seconds: float = Field(
         default=_DEFAULTS.poll_interval_seconds,
         gt=0.0,
@@ -169,6 +179,7 @@ class AdmissionGate(Block):
             require_progress=self.require_progress,
             max_in_flight_pages=self.max_in_flight_pages,
             kv_cache_ceiling=self.kv_cache_ceiling,
+            page_latency_limit_seconds=self.page_latency_limit_seconds,
             poll_interval_seconds=self.poll_interval_seconds,
             stale_after_seconds=self.stale_after_seconds,
             scrape_timeout_seconds=self.scrape_timeout_seconds,

@@ -56,6 +56,18 @@ def test_overrides_reach_the_gate_under_the_runs_deadline() -> None:
     assert (gate.cooldown_seconds, gate.unavailable_after_seconds) == (4.0, 60.0)
 
 
+def test_a_short_request_timeout_lowers_the_latency_limit_unless_it_is_overridden() -> None:
+    default = run_gate_config(GateConfig(), run())
+    assert default.page_latency_limit_seconds == 150.0            # 600 s / 4
+    short = run_gate_config(GateConfig(), run(request_timeout_seconds=120.0))
+    assert short.page_latency_limit_seconds == 30.0
+    set_here = run_gate_config(GateConfig(), run(request_timeout_seconds=120.0,
+                                                 gate_overrides={"page_latency_limit_seconds": 90.0}))
+    assert set_here.page_latency_limit_seconds == 90.0
+    off = run_gate_config(GateConfig(page_latency_limit_seconds=None), run())
+    assert off.page_latency_limit_seconds is None
+
+
 def test_launch_settings_take_the_blocks_watchdog_values_where_unset() -> None:
     assert launch_config(None, {"restart_budget": 2}) is None
     assert launch_config({}, {"restart_budget": 2}) is None

@@ -63,5 +63,5 @@ def test_asdict_keeps_the_tuning_whole() -> None:
 
 def test_the_config_holds_the_user_settings_and_one_tuning() -> None:
     names = [f.name for f in fields(GateConfig)]
-    assert names[-1] == "tuning" and len(names) == 14
+    assert names[-1] == "tuning" and len(names) == 15
     assert not set(names) & set(GateTuning._fields)

@@ -37,13 +37,15 @@ def step(
     config: GateConfig = CFG,
     acked: int = 10_000,
     drain: float = 0.0,
+    latency: float | None = None,
 ) -> Concurrency:
     """One control step; `acked` pages came back since the last reading (plenty by
     default, so that only the rule under test bounds growth)."""
     before = Concurrency(limit=limit, slow_start=slow_start, cut_running=cut_running,
                          acked=acked)
     return steer(before, r, queue=float(r.waiting) if queue is None else queue, peak=peak,
-                 in_flight=in_flight, preempted=preempted, config=config, drain=drain)
+                 in_flight=in_flight, preempted=preempted, config=config, drain=drain,
+                 latency=latency)
 
 
 @pytest.mark.parametrize(
@@ -295,3 +297,24 @@ def test_a_capacity_outcome_backs_off_once_per_poll(
     after = back_off(before, in_flight, now, GateConfig(tuning=tuning))
     assert after.limit == expected
     assert after.slow_start is (after is before)
+
+
+@pytest.mark.parametrize(
+    ("limit", "latency", "drain", "config", "expected", "slow_start"),
+    [
+        (400, None, 2.0, CFG, 800, True),                    # no latency yet: slow start doubles
+        (400, 100.0, 2.0, CFG, 800, True),                   # under the 150 s limit: the same
+        (400, 200.0, 2.0, CFG, 300, False),                  # over it: held at 2 pages/s x 150 s
+        (250, 200.0, 2.0, CFG, 250, False),                  # under that count: no growth, no cut
+        (400, 200.0, 0.0, CFG, 800, True),                   # no drain measured yet: no bound
+        (400, 200.0, 2.0, GateConfig(page_latency_limit_seconds=None), 800, True),
+        (400, 200.0, 2.0, GateConfig(page_latency_limit_seconds=250.0), 800, True),
+    ],
+)
+def test_pages_slower_than_the_latency_limit_hold_c_at_what_the_drain_carries_in_it(
+    limit: int, latency: float | None, drain: float, config: GateConfig, expected: int,
+    slow_start: bool,
+) -> None:
+    after = step(limit, limit, reading(running=limit), slow_start=True, peak=10_000.0,
+                 drain=drain, latency=latency, config=config)
+    assert (after.limit, after.slow_start) == (expected, slow_start)

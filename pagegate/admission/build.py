@@ -50,7 +50,8 @@ def apply_overrides(config: GateConfig, overrides: Mapping[str, Any]) -> GateCon
 
 
 def run_gate_config(gate: GateConfig, run: RunConfig) -> GateConfig:
-    """The gate's settings with the run's overrides, under the run's outage deadline.
+    """The gate's settings with the run's overrides, under the run's outage deadline and
+    within a quarter of its request timeout.
 
     A page waiting at a paused gate sees no capacity error, so the run's
     `server_unavailable_after_seconds` could not end its wait: the gate's own deadline
@@ -58,6 +59,11 @@ def run_gate_config(gate: GateConfig, run: RunConfig) -> GateConfig:
     gate_overrides sets it explicitly.
     """
     config = apply_overrides(gate, run.gate_overrides)
+    if "page_latency_limit_seconds" not in run.gate_overrides and config.page_latency_limit_seconds:
+        # Pages of a mean latency above a quarter of the client's timeout have a tail that
+        # times out (docs/admission.md), so a shorter request timeout lowers the limit.
+        limit = min(config.page_latency_limit_seconds, run.request_timeout_seconds / 4)
+        config = dataclasses.replace(config, page_latency_limit_seconds=limit)
     if "unavailable_after_seconds" in run.gate_overrides:
         return config
     run_deadline = run.server_unavailable_after_seconds

@@ -106,6 +106,7 @@ class GateConfig:
     # Hard bounds.
     max_in_flight_pages: int = 1600
     kv_cache_ceiling: float = 0.9
+    page_latency_limit_seconds: float | None = 150.0
     # Readings.
     poll_interval_seconds: float = 1.0
     stale_after_seconds: float = 5.0
@@ -125,6 +126,8 @@ class GateConfig:
             (self.cooldown_seconds >= 0.0, "cooldown_seconds must be >= 0"),
             (self.max_in_flight_pages >= 1, "max_in_flight_pages must be >= 1"),
             (0.0 < self.kv_cache_ceiling <= 1.0, "kv_cache_ceiling must be in (0, 1]"),
+            (self.page_latency_limit_seconds is None or self.page_latency_limit_seconds > 0.0,
+             "page_latency_limit_seconds must be > 0 or None"),
             (self.poll_interval_seconds > 0.0, "poll_interval_seconds must be > 0"),
             (self.stale_after_seconds > self.poll_interval_seconds,
              "stale_after_seconds must exceed poll_interval_seconds"),

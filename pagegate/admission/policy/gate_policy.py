@@ -74,6 +74,7 @@ def observe(
         preempted=preempted,
         config=config,
         drain=drain,
+        latency=rates.mean_latency(drained),
     )
     low, _ = limit.waiting_band(seen.peak, config, drain, transit)
     has_room = seen.queue < low and reading.kv_usage <= config.kv_cache_ceiling

@@ -24,7 +24,12 @@ GPU always has the next request at hand and never a pile:
   pages per page back (RFC 3465's limit L = 2 per ACK, a burst bound for a network that
   gives no other feedback). Clocking the doubling itself by pages back would double C
   once per page latency, which is minutes on a large GPU (the l40s profile: ~110 s);
-- a CAPACITY outcome (503/429/refused/timeout) cuts C multiplicatively, once per poll.
+- a CAPACITY outcome (503/429/refused/timeout) cuts C multiplicatively, once per poll;
+- while the recent pages' mean time in flight is above `page_latency_limit_seconds` (a
+  quarter of the page client's request timeout), C does not grow and is held at drain x
+  that limit: past the server's saturation more pages in flight only lengthen each one,
+  until the longest time out and are sent again (family engines of 600-750 slots lost 8-10 %
+  that way).
 
 The band's top is the largest of a floor, a share of the peak, and the pages the engine
 takes in while a refill is on its way (drain x (poll interval + the front end's transit
@@ -123,8 +128,39 @@ def steer(
     config: GateConfig,
     drain: float = 0.0,
     transit: float = 0.0,
+    latency: float | None = None,
 ) -> Concurrency:
-    """One control step of C on a usable reading (see the module docstring).
+    """One control step of C on a usable reading, then the latency limit (module docstring).
+
+    `latency`: the recent pages' mean time in flight. Above `page_latency_limit_seconds`,
+    C may not grow and is held at the pages in flight that the drain carries within that
+    time (Little's law): more in flight only lengthens every page until the slowest time
+    out and go again, while the server's rate no longer rises.
+    """
+    steered = _steer_on_signals(concurrency, reading, queue=queue, peak=peak, in_flight=in_flight,
+                                preempted=preempted, config=config, drain=drain, transit=transit)
+    bound = config.page_latency_limit_seconds
+    if latency is None or bound is None or latency <= bound or drain <= 0.0:
+        return steered
+    ceiling = min(concurrency.limit, math.ceil(drain * bound))
+    if steered.limit <= ceiling:
+        return steered
+    return _clamped(steered, ceiling, config, slow_start=False)
+
+
+def _steer_on_signals(
+    concurrency: Concurrency,
+    reading: Reading,
+    *,
+    queue: float,
+    peak: float,
+    in_flight: int,
+    preempted: bool,
+    config: GateConfig,
+    drain: float,
+    transit: float,
+) -> Concurrency:
+    """One control step of C on the engine's signals (see the module docstring).
 
     A step with C in use (at least limit_bound_share of it in flight) uses up the
     completions counted since the last such step, whether it grows C or not; a step
