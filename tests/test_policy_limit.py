@@ -14,6 +14,7 @@ from pagegate.admission.policy.limit import (
     start,
     steer,
     waiting_band,
+    within_latency,
 )
 from pagegate.server.metrics import Reading
 
@@ -43,9 +44,9 @@ def step(
     default, so that only the rule under test bounds growth)."""
     before = Concurrency(limit=limit, slow_start=slow_start, cut_running=cut_running,
                          acked=acked)
-    return steer(before, r, queue=float(r.waiting) if queue is None else queue, peak=peak,
-                 in_flight=in_flight, preempted=preempted, config=config, drain=drain,
-                 latency=latency)
+    after = steer(before, r, queue=float(r.waiting) if queue is None else queue, peak=peak,
+                  in_flight=in_flight, preempted=preempted, config=config, drain=drain)
+    return within_latency(before, after, latency=latency, drain=drain, config=config)
 
 
 @pytest.mark.parametrize(

@@ -64,17 +64,12 @@ def observe(
         return state  # C stays frozen, and so does the dry clock
     drain = rates.measured_drain(drained)
     transit = frontend.transit(front, config)
-    concurrency = limit.steer(
-        limit.first_estimate(state.concurrency, reading, config),
-        reading,
-        queue=seen.queue,
-        transit=transit,
-        peak=seen.peak,
-        in_flight=state.in_flight,
-        preempted=preempted,
-        config=config,
-        drain=drain,
-        latency=rates.mean_latency(drained),
+    estimated = limit.first_estimate(state.concurrency, reading, config)
+    concurrency = limit.within_latency(
+        estimated,
+        limit.steer(estimated, reading, queue=seen.queue, transit=transit, peak=seen.peak,
+                    in_flight=state.in_flight, preempted=preempted, config=config, drain=drain),
+        latency=rates.mean_latency(drained), drain=drain, config=config,
     )
     low, _ = limit.waiting_band(seen.peak, config, drain, transit)
     has_room = seen.queue < low and reading.kv_usage <= config.kv_cache_ceiling

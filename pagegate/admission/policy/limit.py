@@ -117,6 +117,26 @@ def filling(reading: Reading, config: GateConfig) -> bool:
     return reading.kv_usage < config.kv_cache_ceiling * config.tuning.filling_kv_share
 
 
+def within_latency(
+    before: Concurrency, steered: Concurrency, *, latency: float | None, drain: float,
+    config: GateConfig,
+) -> Concurrency:
+    """`steered` (C after `steer`) under the latency limit (see the module docstring).
+
+    `latency`: the recent pages' mean time in flight. Above `page_latency_limit_seconds`,
+    C may not grow past `before` and is held at the pages in flight that the drain carries
+    within that time (Little's law): more in flight only lengthens every page until the
+    slowest time out and go again, while the server's rate no longer rises.
+    """
+    bound = config.page_latency_limit_seconds
+    if latency is None or bound is None or latency <= bound or drain <= 0.0:
+        return steered
+    ceiling = min(before.limit, math.ceil(drain * bound))
+    if steered.limit <= ceiling:
+        return steered
+    return _clamped(steered, ceiling, config, slow_start=False)
+
+
 def steer(
     concurrency: Concurrency,
     reading: Reading,
@@ -128,37 +148,6 @@ def steer(
     config: GateConfig,
     drain: float = 0.0,
     transit: float = 0.0,
-    latency: float | None = None,
-) -> Concurrency:
-    """One control step of C on a usable reading, then the latency limit (module docstring).
-
-    `latency`: the recent pages' mean time in flight. Above `page_latency_limit_seconds`,
-    C may not grow and is held at the pages in flight that the drain carries within that
-    time (Little's law): more in flight only lengthens every page until the slowest time
-    out and go again, while the server's rate no longer rises.
-    """
-    steered = _steer_on_signals(concurrency, reading, queue=queue, peak=peak, in_flight=in_flight,
-                                preempted=preempted, config=config, drain=drain, transit=transit)
-    bound = config.page_latency_limit_seconds
-    if latency is None or bound is None or latency <= bound or drain <= 0.0:
-        return steered
-    ceiling = min(concurrency.limit, math.ceil(drain * bound))
-    if steered.limit <= ceiling:
-        return steered
-    return _clamped(steered, ceiling, config, slow_start=False)
-
-
-def _steer_on_signals(
-    concurrency: Concurrency,
-    reading: Reading,
-    *,
-    queue: float,
-    peak: float,
-    in_flight: int,
-    preempted: bool,
-    config: GateConfig,
-    drain: float,
-    transit: float,
 ) -> Concurrency:
     """One control step of C on the engine's signals (see the module docstring).
 
