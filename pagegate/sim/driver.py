@@ -216,7 +216,7 @@ class SimEngine:
 def _loop_timer(clock: Clock, seconds: float, callback: Callable[[], object]) -> asyncio.TimerHandle | None:
     """A loop timer firing after `seconds` of `clock`, for clocks the loop's own time
     drives; None for a clock only its owner moves (FakeClock). A timer costs no task, and
-    a run in virtual time wakes the engine task once per engine step."""
+    a run in virtual time wakes the engine task once per reply or front-end event."""
     loop = asyncio.get_running_loop()
     if isinstance(clock, LoopClock | MonotonicClock):
         return loop.call_later(seconds, callback)

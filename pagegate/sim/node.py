@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pagegate.sim.frontend import FrontEnd, FrontEndEvent, Kind
@@ -231,13 +232,8 @@ class NodeModel:
         return self._hung
 
     def next_event_at(self) -> float | None:
-        if self._crash_reason is not None:
-            return None
-        times = [] if self._hung else [e.next_event_at() for e in self.engines]
-        if self.frontend is not None:
-            times.append(self.frontend.next_event_at())
-        known = [t for t in times if t is not None]
-        return min(known) if known else None
+        """The next front-end event or engine step end."""
+        return self._earliest(lambda e: e.next_event_at())
 
     def next_wake_at(self) -> float | None:
         """When a driver that acts only on what leaves the node (replies, refusals, probe
@@ -245,11 +241,15 @@ class NodeModel:
         step that may finish a request. Every step still runs, at `advance`; a driver
         saves only its own wakes for the steps that change nothing it sees. With
         `cpu_contention` every step may change the front end's speed, so it is every step."""
+        if self.profile.cpu_contention != (1.0, 1.0):
+            return self.next_event_at()
+        return self._earliest(lambda e: e.next_finish_at())
+
+    def _earliest(self, engine_time: Callable[[ServerModel], float | None]) -> float | None:
+        """The least of the front end's next event and `engine_time` of every engine."""
         if self._crash_reason is not None:
             return None
-        contended = self.profile.cpu_contention != (1.0, 1.0)
-        times = [] if self._hung else [
-            e.next_event_at() if contended else e.next_finish_at() for e in self.engines]
+        times = [] if self._hung else [engine_time(e) for e in self.engines]
         if self.frontend is not None:
             times.append(self.frontend.next_event_at())
         known = [t for t in times if t is not None]

@@ -28,8 +28,7 @@ GPU always has the next request at hand and never a pile:
 - while the recent pages' mean time in flight is above `page_latency_limit_seconds` (a
   quarter of the page client's request timeout), C does not grow and is held at drain x
   that limit: past the server's saturation more pages in flight only lengthen each one,
-  until the longest time out and are sent again (family engines of 600-750 slots lost 8-10 %
-  that way).
+  until the longest time out and are sent again.
 
 The band's top is the largest of a floor, a share of the peak, and the pages the engine
 takes in while a refill is on its way (drain x (poll interval + the front end's transit
