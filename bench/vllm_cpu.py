@@ -89,7 +89,7 @@ docs/simulator.md)."""
 TIME_FIELDS = (
     "cooldown_seconds", "poll_interval_seconds", "stale_after_seconds",
     "scrape_timeout_seconds", "peak_half_life_seconds", "unavailable_after_seconds",
-    "drain_window_seconds",
+    "drain_window_seconds", "page_latency_limit_seconds",
 )
 """GateConfig's user-facing time constants: all of them, and only them, are scaled."""
 
