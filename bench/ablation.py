@@ -284,6 +284,22 @@ def fault_run(part_name: str) -> dict[str, Any]:
             "returncode": proc.returncode, "wall_s": round(time.perf_counter() - started, 1)}
 
 
+FAULT_FIGURE = re.compile(r"(\d+) admitted during it; recovery (never|[\d.]+ s)")
+
+
+def fault_figures(faults: dict[str, Any]) -> dict[str, str]:
+    """Per fault schedule: pages admitted while it lasted and the recovery time after it."""
+    found: dict[str, str] = {}
+    for name, line in faults["figures"].items():
+        end = line.split(":", 1)[1].split(",", 1)[0].strip()
+        figure = "" if end == "finished" else f"{end}, "
+        if m := FAULT_FIGURE.search(line):
+            figure += f"{m.group(1)} in, {m.group(2)}"
+        if figure:
+            found[name] = figure.rstrip(", ")
+    return found
+
+
 def fault_child(part_name: str) -> int:
     import pytest
 
@@ -324,18 +340,25 @@ def summarize(part: str, runs: Sequence[dict[str, Any]], base: dict[str, dict[st
                    for t, o in faults["outcomes"].items()
                    if o != base_faults["outcomes"].get(t)}
         summary["faults_changed"] = changed
-        summary["fault_figures"] = faults["figures"]
+        mine, theirs = fault_figures(faults), fault_figures(base_faults)
+        summary["faults_moved"] = {
+            name: f"{theirs.get(name)} -> {figure}" for name, figure in mine.items()
+            if figure != theirs.get(name)}
     return summary
 
 
 def table(summaries: Sequence[dict[str, Any]]) -> str:
     lines = ["| part off | worst engine (points) | best engine (points) | engines moved > 0.5 | "
              "named min | family >= 0.97 | family median | crashes | preemptions (engines > 1 %) | "
-             "peak waiting | fault tests changed |", "|" + "---|" * 11]
+             "peak waiting | fault tests changed | fault figures moved (admitted during, recovery) |",
+             "|" + "---|" * 12]
     for s in summaries:
         faults = s.get("faults_changed")
         fault_text = "-" if faults is None else (
             "none" if not faults else "; ".join(f"{t} {c}" for t, c in sorted(faults.items())))
+        moved = s.get("faults_moved")
+        moved_text = "-" if moved is None else (
+            "none" if not moved else "; ".join(f"{n}: {c}" for n, c in sorted(moved.items())))
         share = s.get("family_share")
         lines.append(
             f"| {s['part']} | {s['worst'][0]} {s['worst'][1]:+.1f} | {s['best'][0]} {s['best'][1]:+.1f} "
@@ -343,7 +366,7 @@ def table(summaries: Sequence[dict[str, Any]]) -> str:
             + ("-" if share is None else f"{share:.1%}") + " | "
             + ("-" if share is None else f"{s['family_median']:.3f}")
             + f" | {s['crashes']} | {s['preemptions']} ({s['over_1pct']}) | {s['peak_waiting']} "
-            f"| {fault_text} |")
+            f"| {fault_text} | {moved_text} |")
     return "\n".join(lines)
 
 
