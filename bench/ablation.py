@@ -81,19 +81,9 @@ def _no_preemption_cut(original: Any) -> Any:
 
 
 def _fixed_units(_original: Any) -> Any:
-    def size(units: Any, rate: Any, room: int, config: GateConfig, now: Any = None) -> int:
-        return config.first_unit_pages
+    def size(drain: float, config: GateConfig) -> int:
+        return config.unit_pages
     return size
-
-
-def _drain_only(_original: Any) -> Any:
-    from pagegate.admission.policy import rates
-
-    def service_rate(state_rates: Any, in_flight: int, config: GateConfig) -> float | None:
-        drained = rates.drain_rate(state_rates, config)
-        return drained if drained is not None else (
-            rates.measured_drain(state_rates) or None)
-    return service_rate
 
 
 def _window_drain(_original: Any) -> Any:
@@ -117,17 +107,9 @@ BIG = 1e9
 
 PARTS: tuple[Part, ...] = (
     Part("(nothing off)", "the gate as shipped"),
-    # units: releases and their size
-    Part("unit-sizing", "every unit is first_unit_pages (1,024)",
+    # units: their size
+    Part("unit-drain", "every unit is unit_pages, never two cooldowns of the drain",
          patches=((f"{POLICY}.units", "size", _fixed_units),)),
-    Part("dry-gap", "units cover one cooldown, not the dry gap as well",
-         patches=((f"{POLICY}.units", "dry_gap", _returns(0.0)),)),
-    Part("starved-factor", "a unit that ran dry does not double the next",
-         tuning={"starved_unit_factor": 1}),
-    Part("little-service-rate", "units sized on the drain alone, not max(drain, Little)",
-         patches=((f"{POLICY}.rates", "service_rate", _drain_only),)),
-    Part("refill-fraction", "a release waits until the last unit is used up",
-         tuning={"refill_fraction": 0.0}),
     # pages: the token bucket
     Part("token-bucket", "no pacing: pages go as soon as C allows",
          tuning={"pace_min_rate": BIG, "pace_gain": BIG}),
@@ -155,12 +137,8 @@ PARTS: tuple[Part, ...] = (
          patches=((f"{POLICY}.limit", "filling", _returns(False)),)),
     Part("regrow", "no doubling when C is far below the peak after slow start",
          tuning={"regrow_peak_share": 0.0}),
-    Part("limit-bound", "every reading uses up the pages back, C in use or not",
-         tuning={"limit_bound_share": 0.0}),
     Part("band-refill", "the band's top has no refill term (floor or share of peak only)",
          tuning={"refill_peak_cap": 0.0}),
-    Part("band-low", "one threshold: grow below the band's top",
-         tuning={"waiting_band_low_share": 1.0}),
     Part("excess-share", "a queue cut takes the whole excess, not half",
          tuning={"excess_cut_share": 1.0}),
     Part("preemption-backoff", "a preemption does not cut C",

@@ -121,10 +121,10 @@ class AdmissionGate(Block):
         gt=0.0,
         description="Half-life of the remembered peak of running requests.",
     )
-    first_unit_pages: int = Field(
-        default=_DEFAULTS.first_unit_pages,
+    unit_pages: int = Field(
+        default=_DEFAULTS.unit_pages,
         ge=1,
-        description="Pages in the first unit, before any page has completed.",
+        description="Pages of credit one release grants, at least (more when two cooldowns of the measured drain are more).",
     )
     initial_concurrency: int = Field(
         default=_DEFAULTS.initial_concurrency,
@@ -184,7 +184,7 @@ class AdmissionGate(Block):
             stale_after_seconds=self.stale_after_seconds,
             scrape_timeout_seconds=self.scrape_timeout_seconds,
             peak_half_life_seconds=self.peak_half_life_seconds,
-            first_unit_pages=self.first_unit_pages,
+            unit_pages=self.unit_pages,
             initial_concurrency=self.initial_concurrency,
             drain_window_seconds=self.drain_window_seconds,
             unavailable_after_seconds=self.unavailable_after_seconds,

@@ -414,7 +414,7 @@ def test_block_fields_reach_the_config() -> None:
         stale_after_seconds=3.0,
         scrape_timeout_seconds=2.0,
         peak_half_life_seconds=60.0,
-        first_unit_pages=32,
+        unit_pages=32,
         initial_concurrency=2,
         unavailable_after_seconds=None,
     )
@@ -423,7 +423,7 @@ def test_block_fields_reach_the_config() -> None:
     assert (config.max_in_flight_pages, config.kv_cache_ceiling) == (64, 0.85)
     assert (config.poll_interval_seconds, config.stale_after_seconds) == (0.5, 3.0)
     assert (config.scrape_timeout_seconds, config.peak_half_life_seconds) == (2.0, 60.0)
-    assert (config.first_unit_pages, config.initial_concurrency) == (32, 2)
+    assert (config.unit_pages, config.initial_concurrency) == (32, 2)
     assert config.concurrency_floor == 2  # kept consistent with a small start
     assert config.unavailable_after_seconds is None
 

@@ -18,7 +18,6 @@ from pagegate.admission.policy import (
     GateState,
     GateTuning,
     Reason,
-    ReleaseDecision,
     add_waiter,
     apply_release,
     decide_release,
@@ -33,10 +32,8 @@ from pagegate.admission.policy import (
     on_outcome,
     pace_rate,
     page_allowance,
-    page_room,
     pause_reason,
     remove_waiter,
-    service_rate,
     unavailable,
     unit_size,
     waiting_band,
@@ -126,8 +123,6 @@ def send(state: GateState, n: int, now: float, config: GateConfig = CFG) -> tupl
         {"kv_cache_ceiling": 1.2},
         {"poll_interval_seconds": 0},
         {"stale_after_seconds": 1.0},  # not above the poll interval
-        {"min_unit_pages": 10, "max_unit_pages": 5},
-        {"unit_margin": 0.5},
         {"initial_concurrency": 0},
         {"preemption_backoff": 1.0},
         {"capacity_backoff": 0.0},
@@ -242,7 +237,7 @@ def test_first_release_happens_at_once_when_ready_and_idle() -> None:
     assert decide_release(state, 100.0, CFG).reason is Reason.NO_READING
     state = observe(state, reading(100.0), CFG)
     decision = decide_release(state, 100.0, CFG)
-    assert decision.release and decision.pages == CFG.first_unit_pages
+    assert decision.release and decision.pages == CFG.unit_pages
 
 
 def test_a_decision_releases_at_most_one_unit_and_the_next_one_waits() -> None:
@@ -447,21 +442,19 @@ def test_no_release_without_uncredited_waiters() -> None:
 @pytest.mark.parametrize(
     ("left", "room", "releases"),
     [
-        (257, 0, False),    # over a quarter of the 1,024-page first unit left, C is full
-        (256, 0, True),     # a quarter left: refill
-        (10, 0, True),
-        (0, 0, True),
+        (1, 0, False),      # credits left and C is full: the unit is not used up
+        (0, 0, True),       # used up: release
         (300, 299, False),  # the page level could use less than the credits left
         (300, 300, False),
-        (300, 301, True),   # C has more room than the credits can fill: refill now
+        (300, 301, True),   # C has more room than the credits can fill: release now
     ],
 )
-def test_refill_when_under_a_quarter_is_left_or_the_page_level_has_more_room(
+def test_release_when_the_unit_is_used_up_or_the_page_level_has_more_room(
     left: int, room: int, releases: bool
 ) -> None:
     state = observe(initial_state(0.0, CFG), reading(0.0), CFG)
     state = released(with_waiters(state, 10_000), 0.0)
-    assert state.last_unit_pages == 1024
+    assert state.open_credits == 1024
     state, units = send(state, 2, 0.0)
     state = on_outcome(state, Outcome.OK, units[0], 1.0, CFG)
     state = observe(state, reading(40.0, running=1, kv=0.95), CFG)  # KV pressure: C holds
@@ -473,8 +466,7 @@ def test_refill_when_under_a_quarter_is_left_or_the_page_level_has_more_room(
 
 
 def test_credits_are_spent_oldest_unit_first_and_returned_to_their_unit() -> None:
-    config = GateConfig(first_unit_pages=2, cooldown_seconds=0,
-                        tuning=GateTuning(min_unit_pages=2, max_unit_pages=2))
+    config = GateConfig(unit_pages=2, cooldown_seconds=0)
     state = observe(initial_state(0.0, config), reading(0.0), config)
     state = released(with_waiters(state, 10), 0.0, config)
     state, first = send(state, 2, 0.0, config)
@@ -518,71 +510,22 @@ def _with_drain(rate: float, busy_seconds: float = 60.0) -> GateState:
     return replace(state, drain_num=rate * busy_seconds, drain_den=busy_seconds)
 
 
-def _sized(
-    *,
-    drain: float | None = None,
-    latency: float | None = None,
-    in_flight: int = 0,
-    limit: int | None = None,
-    credits: int = 0,
-    starved: bool = False,
-    last: int = 0,
-    dry: float = 0.0,
-) -> GateState:
+@pytest.mark.parametrize(("drain", "pages"), [(None, 1024), (2.0, 1024), (4.5, 1024), (27.0, 1620)])
+def test_a_unit_is_unit_pages_or_two_cooldowns_of_the_drain(drain: float | None, pages: int) -> None:
     state = initial_state(0.0, CFG) if drain is None else _with_drain(drain)
-    if latency is not None:  # ten pages that took `latency` each
-        state = replace(state, latency_num=10 * latency, latency_den=10.0, latency_at=0.0)
-    return replace(
-        state,
-        in_flight=in_flight,
-        limit=in_flight if limit is None else limit,
-        credits=((1, credits),) if credits else (),
-        starved=starved,
-        last_unit_pages=last,
-        dry_seconds=dry,
-    )
-
-
-@pytest.mark.parametrize(
-    ("state", "pages"),
-    [
-        (_sized(), 1024),                               # nothing completed yet: the first unit
-        (_sized(starved=True, last=1024), 2048),        # ran dry while the server had room: double
-        (_sized(drain=2.0), 90),                        # 2 pages/s x 30 s x 1.5
-        (_sized(drain=4.5), 203),                       # an H100: ceil(202.5)
-        (_sized(drain=2.0, in_flight=40, limit=100, credits=20), 130),  # + room 100 - 40 - 20
-        (_sized(drain=2.0, in_flight=40, limit=50, credits=20), 90),    # no room: credits cover C
-        (_sized(latency=50.0, in_flight=100), 90),      # Little: 100 in flight / 50 s = 2 pages/s
-        (_sized(drain=1.0, latency=50.0, in_flight=100), 90),  # the larger estimate wins
-        (_sized(drain=3.0, latency=50.0, in_flight=100), 135),
-        (_sized(drain=0.1), 16),                        # clamped to min_unit_pages
-        (_sized(drain=200.0), 3200),                    # clamped to max_unit_pages
-        (_sized(drain=2.0, starved=True, last=90), 180),  # starvation beats the estimate
-        (_sized(drain=2.0, starved=True, last=3000), 3200),  # but not the clamp
-        (_sized(drain=2.0, dry=10.0), 120),             # releases came 10 s late: 2 x 40 s x 1.5
-        (_sized(drain=2.0, in_flight=40, limit=100, credits=20, dry=10.0), 160),
-    ],
-)
-def test_unit_size(state: GateState, pages: int) -> None:
     assert unit_size(state, CFG) == pages
-
-
-def test_page_room_is_what_c_allows_beyond_flight_and_credits() -> None:
-    assert page_room(_sized(in_flight=40, limit=100, credits=20), CFG) == 40
-    assert page_room(_sized(in_flight=40, limit=50, credits=20), CFG) == 0
-    capped = GateConfig(max_in_flight_pages=60)
-    assert page_room(_sized(in_flight=40, limit=100), capped) == 20
+    state = observe(with_waiters(state, 10_000), reading(0.0), CFG)
+    assert decide_release(state, 0.0, CFG).pages == pages
 
 
 def test_latency_is_a_decayed_mean_of_completed_pages() -> None:
     state = observe(initial_state(0.0, CFG), reading(0.0), CFG)
     state = released(with_waiters(state, 10), 0.0)
     state, units = send(state, 3, 0.0)
-    assert mean_latency(state) is None and service_rate(state, CFG) is None
+    assert mean_latency(state) is None
     state = on_outcome(state, Outcome.OK, units[0], 10.0, CFG, dispatched_at=0.0)
     state = on_outcome(state, Outcome.OK, units[1], 10.0, CFG, dispatched_at=-20.0)
     assert mean_latency(state) == pytest.approx(20.0)
-    assert service_rate(state, CFG) == pytest.approx(1 / 20.0)  # 1 in flight / 20 s
     # A page the server did not finish says nothing about latency.
     state = on_outcome(state, Outcome.CAPACITY, units[2], 10.0, CFG, dispatched_at=-1000.0)
     assert mean_latency(state) == pytest.approx(20.0)
@@ -597,8 +540,8 @@ def test_pacing_follows_the_drain_from_the_first_completions() -> None:
     state = initial_state(0.0, CFG)
     assert pace_rate(state, CFG) == CFG.tuning.pace_min_rate  # nothing measured: the floor
     fast = replace(state, drain_num=27.0, drain_den=1.0)  # one busy second, 27 pages
-    assert drain_rate(fast, CFG) is None  # not yet trusted for sizing...
-    assert pace_rate(fast, CFG) == pytest.approx(4 * 27.0)  # ...but pacing follows it already
+    assert drain_rate(fast) == pytest.approx(27.0)
+    assert pace_rate(fast, CFG) == pytest.approx(4 * 27.0)  # pacing follows it at once
     slow = replace(state, drain_num=1.0, drain_den=1.0)
     assert pace_rate(slow, CFG) == CFG.tuning.pace_min_rate
 
@@ -617,84 +560,7 @@ def test_drain_rate_counts_busy_time_from_the_first_completion() -> None:
         state = replace(state, in_flight=state.in_flight + 1)  # keep the server busy
         if i % 2 == 1:
             state = observe(state, reading(t), CFG)
-    rate = drain_rate(state, CFG)
-    assert rate == pytest.approx(2.0, rel=0.05)
-
-
-def test_drain_rate_is_unknown_until_half_a_window() -> None:
-    assert drain_rate(_with_drain(3.0, busy_seconds=29.0), CFG) is None
-    assert drain_rate(_with_drain(3.0, busy_seconds=30.0), CFG) == pytest.approx(3.0)
-
-
-def test_starved_is_set_when_credits_ran_out_with_room_and_cleared_by_a_release() -> None:
-    state = observe(initial_state(0.0, CFG), reading(0.0), CFG)
-    state = released(with_waiters(state, 1000), 0.0)
-    state = replace(state, credits=())
-    state = observe(state, reading(5.0, running=3, waiting=0), CFG)
-    assert state.starved
-    state = on_outcome(replace(state, in_flight=1), Outcome.OK, 1, 6.0, CFG)
-    state = observe(state, reading(30.0), CFG)
-    decision = decide_release(state, 30.0, CFG)
-    assert decision.pages == 2048  # the first unit (1,024) ran dry: double it
-    assert not apply_release(state, decision, 30.0, CFG).starved
-
-
-DRY = GateConfig(cooldown_seconds=2.0, first_unit_pages=4, tuning=GateTuning(min_unit_pages=1))
-"""A 2 s cooldown and 4-page first unit: a unit runs dry in a few steps."""
-
-
-def test_a_dry_gap_before_a_release_grows_the_units_until_it_stops_happening() -> None:
-    state = observe(with_waiters(initial_state(0.0, DRY), 100), reading(0.0), DRY)
-    assert state.dry_since == 0.0  # queued, no credits yet...
-    state = released(state, 0.0, DRY)
-    assert state.dry_seconds == 0.0  # ...but the wait for the first release is no gap
-    state, units = send(state, 2, 0.0, DRY)
-    assert state.dry_since is None
-    state, _ = send(state, 2, 2.0, DRY)
-    assert state.dry_since == 2.0, "the last credit went with pages still queued"
-    state = on_outcome(state, Outcome.OK, units[0], 2.5, DRY, dispatched_at=0.0)
-    state = observe(state, reading(3.0, running=3, waiting=1), DRY)
-    assert decide_release(state, 3.0, DRY).reason is Reason.PEAK_RATIO  # past the cooldown
-    state = observe(state, reading(3.5, running=3), DRY)
-    # The unit covers C's room plus service for the cooldown and for the 1.5 s the pages
-    # have sat without credits, with the margin.
-    rate = service_rate(state, DRY)
-    assert rate is not None and rate == pytest.approx(3 / 2.5)  # Little: 3 in flight / 2.5 s
-    decision = decide_release(state, 3.5, DRY)
-    assert decision.release
-    assert decision.pages == math.ceil(page_room(state, DRY) + rate * (2.0 + 1.5) * 1.5)
-    state = apply_release(state, decision, 3.5, DRY)
-    assert (state.dry_since, state.dry_seconds) == (None, 1.5)
-    # The next release comes with credits to spare: the estimate halves per release.
-    state, newest = send(state, 1, 3.5, DRY)
-    state = on_outcome(state, Outcome.OK, newest[0], 4.0, DRY, dispatched_at=3.5)
-    state = replace(state, credits=((2, 1),))
-    state = observe(state, reading(6.0, running=3), DRY)
-    state = released(state, 6.0, DRY)
-    assert state.dry_seconds == 0.75
-
-
-def test_a_dry_gap_counts_at_most_one_cooldown() -> None:
-    state = replace(initial_state(0.0, DRY), last_release_at=0.0, dry_since=1.0, dry_seconds=0.5)
-    state = replace(state, reading=reading(600.0), last_scrape_ok=True)
-    assert unit_size(state, DRY, 600.0) == unit_size(replace(state, dry_seconds=2.0), DRY)
-    decision = ReleaseDecision(True, 10, Reason.RELEASED)
-    assert apply_release(state, decision, 600.0, DRY).dry_seconds == 2.0  # an outage, capped
-
-
-def test_the_dry_clock_stops_when_credits_return_or_nobody_waits() -> None:
-    state = observe(initial_state(0.0, DRY), reading(0.0), DRY)
-    state = released(with_waiters(state, 6), 0.0, DRY)
-    state, units = send(state, 4, 0.0, DRY)
-    assert state.dry_since == 0.0
-    returned = on_outcome(state, Outcome.CAPACITY, units[0], 1.0, DRY)
-    assert returned.dry_since is None and returned.open_credits == 1
-    state = remove_waiter(state)
-    assert state.dry_since == 0.0  # one page still waits
-    state = remove_waiter(state)
-    assert state.queued == 0 and state.dry_since is None
-    state = observe(with_waiters(state, 1), reading(2.0), DRY)
-    assert state.dry_since == 2.0, "a scrape notices pages queued without credits"
+    assert drain_rate(state) == pytest.approx(2.0, rel=0.05)
 
 
 # ------------------------------------------------------------------------- pacing: C
@@ -724,9 +590,7 @@ def _steady(
     [
         # slow start doubles while the queue is empty and the limit is used
         (16, 16, True, {"running": 16}, 32),
-        (16, 8, True, {"running": 8}, 32),
-        # not limit-bound (fewer than half in flight): no growth
-        (16, 7, True, {"running": 7}, 16),
+        (16, 7, True, {"running": 7}, 32),  # whether C is in use or not
         # slow start grows no further than the KV cache has room for
         (64, 64, True, {"running": 64, "kv": 0.8}, 72),  # 64 x (0.9 - 0.8) / 0.8 = 8
         # additive growth after the first cut: 5 %
@@ -734,11 +598,9 @@ def _steady(
         # far below half the peak (100): regrow like slow start, bounded by the KV room
         (10, 10, False, {"running": 10}, 20),
         (10, 10, False, {"running": 10, "kv": 0.5}, 18),  # + 10 x (0.9 - 0.5) / 0.5 = 8
-        # inside the band (high = max(2, 0.05 x peak 100) = 5, low = 1.25): hold...
-        (100, 100, False, {"running": 100, "waiting": 3, "kv": 0.6}, 100),
-        # ...unless the cache is under half the ceiling: a batch still filling up
-        (100, 100, False, {"running": 100, "waiting": 3, "kv": 0.3}, 105),
-        (100, 100, False, {"running": 100, "waiting": 5, "kv": 0.3}, 100),  # at high: hold
+        # below the band (max(2, 0.05 x peak 100) = 5): grow; at it: hold
+        (100, 100, False, {"running": 100, "waiting": 4, "kv": 0.6}, 105),
+        (100, 100, False, {"running": 100, "waiting": 5, "kv": 0.6}, 100),
         # above the band: cut half the excess off what is in flight
         (100, 100, False, {"running": 90, "waiting": 15}, 95),
         (120, 100, False, {"running": 90, "waiting": 15}, 95),
@@ -877,8 +739,8 @@ def test_without_a_rate_or_sends_the_front_end_is_no_signal() -> None:
     assert state.queue == 0.0  # a holder that never calls sent(): no counts
 
 
-@pytest.mark.parametrize(("peak", "band"), [(0.0, (0.5, 2.0)), (40.0, (0.5, 2.0)), (400.0, (5.0, 20.0))])
-def test_waiting_band_scales_with_the_peak(peak: float, band: tuple[float, float]) -> None:
+@pytest.mark.parametrize(("peak", "band"), [(0.0, 2.0), (40.0, 2.0), (400.0, 20.0)])
+def test_waiting_band_scales_with_the_peak(peak: float, band: float) -> None:
     assert waiting_band(replace(initial_state(0.0, CFG), peak=peak), CFG) == band
 
 
@@ -945,14 +807,12 @@ MACHINE_CONFIG = GateConfig(
     cooldown_seconds=5.0,
     poll_interval_seconds=1.0,
     stale_after_seconds=3.0,
-    first_unit_pages=4,
+    unit_pages=4,
     max_in_flight_pages=6,
     initial_concurrency=4,
     drain_window_seconds=4.0,
     unavailable_after_seconds=None,
     tuning=GateTuning(
-        min_unit_pages=2,
-        max_unit_pages=12,
         min_concurrency=1,
         pace_min_rate=3.0,
         stall_after_seconds=6.0,
@@ -1061,7 +921,9 @@ class Referee:
                 assert now >= self.releases[-1] + config.cooldown_seconds, "two units in a cooldown"
                 assert self.latest_unit_done > 0, "release before progress"
             assert state.queued > state.open_credits, "release without demand"
-            assert config.tuning.min_unit_pages <= decision.pages <= config.tuning.max_unit_pages
+            drained = state.drain_den and state.rates.drain_num / state.drain_den
+            assert decision.pages == max(
+                config.unit_pages, math.ceil(2 * drained * config.cooldown_seconds))
             self.state = apply_release(state, decision, now, config)
             self.releases.append(now)
             self.latest_unit_done = 0

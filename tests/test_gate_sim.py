@@ -27,7 +27,7 @@ SCALED_GATE = GateConfig(
     stale_after_seconds=3.0,
     scrape_timeout_seconds=2.0,
     drain_window_seconds=4.0,
-    first_unit_pages=32,
+    unit_pages=32,
 )
 # Crash thresholds off: the point is to measure the queue without a gate, not to die.
 SERVER = dataclasses.replace(PROFILES["ci"], max_num_seqs=SLOTS, crash_waiting=None,

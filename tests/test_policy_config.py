@@ -13,15 +13,11 @@ from pagegate.admission.policy import GateConfig, GateTuning
     "tuning",
     [
         GateTuning(min_concurrency=0),
-        GateTuning(min_unit_pages=10, max_unit_pages=5),
-        GateTuning(unit_margin=0.5),
-        GateTuning(refill_fraction=1.0),
         GateTuning(excess_cut_share=0.0),
         GateTuning(filling_kv_share=0.0),
-        GateTuning(starved_unit_factor=0),
-        GateTuning(dry_gap_decay=1.0),
         GateTuning(stall_after_seconds=0.0),
-        GateTuning(latency_floor_seconds=0.0),
+        GateTuning(pace_gain=0.5),
+        GateTuning(preemption_backoff=1.0),
     ],
 )
 def test_inconsistent_tuning_is_refused_by_the_config(tuning: GateTuning) -> None:
@@ -33,7 +29,7 @@ def test_inconsistent_tuning_is_refused_by_the_config(tuning: GateTuning) -> Non
 def test_the_defaults_are_consistent_and_tuning_must_be_a_gate_tuning() -> None:
     assert GateTuning().problems() == []
     with pytest.raises(ValueError, match="tuning must be a GateTuning"):
-        GateConfig(tuning={"min_unit_pages": 2})  # type: ignore[arg-type]
+        GateConfig(tuning={"min_concurrency": 2})  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

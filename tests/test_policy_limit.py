@@ -52,14 +52,13 @@ def step(
 @pytest.mark.parametrize(
     ("peak", "tuning", "band"),
     [
-        (0.0, GateTuning(), (0.5, 2.0)),                                # the minimum, 2
-        (400.0, GateTuning(), (5.0, 20.0)),                             # 5 % of the peak
-        (400.0, GateTuning(waiting_band_fraction=0.1), (10.0, 40.0)),
-        (0.0, GateTuning(waiting_band_min=8.0), (2.0, 8.0)),
-        (400.0, GateTuning(waiting_band_low_share=0.5), (10.0, 20.0)),
+        (0.0, GateTuning(), 2.0),                                # the minimum, 2
+        (400.0, GateTuning(), 20.0),                             # 5 % of the peak
+        (400.0, GateTuning(waiting_band_fraction=0.1), 40.0),
+        (0.0, GateTuning(waiting_band_min=8.0), 8.0),
     ],
 )
-def test_waiting_band(peak: float, tuning: GateTuning, band: tuple[float, float]) -> None:
+def test_waiting_band(peak: float, tuning: GateTuning, band: float) -> None:
     assert waiting_band(peak, GateConfig(tuning=tuning)) == band
 
 
@@ -81,9 +80,7 @@ def test_the_band_covers_what_the_engine_takes_in_while_a_refill_travels(
 ) -> None:
     config = GateConfig(poll_interval_seconds=poll, stale_after_seconds=5.0,
                         tuning=GateTuning(refill_peak_cap=cap))
-    low, top = waiting_band(peak, config, drain, transit)
-    assert top == pytest.approx(high)
-    assert low == pytest.approx(high * 0.25)
+    assert waiting_band(peak, config, drain, transit) == pytest.approx(high)
 
 
 @pytest.mark.parametrize(
@@ -243,9 +240,7 @@ def test_a_cut_keeps_slow_start_only_while_the_batch_fills_up(
     ("limit", "in_flight", "slow_start", "r", "peak", "tuning", "expected"),
     [
         (16, 16, True, reading(running=16), 16.0, GateTuning(), 32),       # slow start doubles
-        (16, 8, True, reading(running=8), 16.0, GateTuning(), 32),         # half of C in use
-        (16, 7, True, reading(running=7), 16.0, GateTuning(), 16),         # less: no growth
-        (16, 7, True, reading(running=7), 16.0, GateTuning(limit_bound_share=0.25), 32),
+        (16, 4, True, reading(running=4), 16.0, GateTuning(), 32),         # C in use or not
         (64, 64, True, reading(running=64, kv=0.8), 64.0, GateTuning(), 72),  # KV room: 8
         (64, 64, True, reading(running=2, kv=0.04), 64.0, GateTuning(), 128),  # too low to read
         (64, 64, True, reading(running=2, kv=0.04), 64.0, GateTuning(kv_signal_floor=0.01), 107),
@@ -270,14 +265,14 @@ def test_growth_below_the_band(
 @pytest.mark.parametrize(
     ("waiting", "kv", "expected"),
     [
-        (3, 0.6, 100),    # inside the band (1.25, 5]: hold
-        (3, 0.3, 105),    # ...unless the cache fills up: then grow below the top
-        (5, 0.3, 100),    # at the top: hold
+        (4, 0.6, 105),    # below the band (5): grow
+        (5, 0.6, 100),    # at the band: hold
+        (6, 0.6, 99),     # above it by 1: cut half the excess, rounded up, off in flight
         (0, 0.95, 100),   # KV above the ceiling: no growth
         (4, 0.95, 98),    # and the band's top is 0: the queue is cut
     ],
 )
-def test_inside_the_band_and_under_kv_pressure(waiting: int, kv: float, expected: int) -> None:
+def test_at_the_band_and_under_kv_pressure(waiting: int, kv: float, expected: int) -> None:
     assert step(100, 100, reading(running=100, waiting=waiting, kv=kv)).limit == expected
 
 

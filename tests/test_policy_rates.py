@@ -6,16 +6,14 @@ import math
 
 import pytest
 
-from pagegate.admission.policy import GateConfig, GateTuning
+from pagegate.admission.policy import GateConfig
 from pagegate.admission.policy.rates import (
     Rates,
     add_latency,
-    drain_rate,
     mean_latency,
     measured_drain,
     pace_drain,
     sample_drain,
-    service_rate,
 )
 
 CFG = GateConfig()
@@ -50,18 +48,8 @@ def test_the_first_sample_only_starts_the_clock() -> None:
     assert sample_drain(Rates(), 4.0, 7, 3, CFG) == Rates(drain_at=4.0, drain_completed=7)
 
 
-@pytest.mark.parametrize(
-    ("busy", "tuning", "trusted"),
-    [(29.0, GateTuning(), False), (30.0, GateTuning(), True),
-     (10.0, GateTuning(drain_trust_share=0.1), True), (5.0, GateTuning(drain_trust_share=0.1), False)],
-)
-def test_the_drain_is_trusted_for_sizing_after_a_share_of_the_window(
-    busy: float, tuning: GateTuning, trusted: bool
-) -> None:
-    rates = Rates(drain_num=3.0 * busy, drain_den=busy)
-    config = GateConfig(tuning=tuning)
-    assert drain_rate(rates, config) == (pytest.approx(3.0) if trusted else None)
-    assert measured_drain(rates) == pytest.approx(3.0)  # pacing takes it at once
+def test_the_drain_is_completions_per_busy_second() -> None:
+    assert measured_drain(Rates(drain_num=30.0, drain_den=10.0)) == pytest.approx(3.0)
     assert measured_drain(Rates()) == 0.0
 
 
@@ -88,26 +76,3 @@ def test_latency_is_a_decayed_mean_over_the_drain_window() -> None:
     w = math.exp(-1.0)
     assert mean_latency(rates) == pytest.approx((w * 40.0 + 5.0) / (w * 2 + 1))
     assert mean_latency(add_latency(Rates(), -1.0, 0.0, CFG)) == 0.0  # a clock that ran back
-
-
-@pytest.mark.parametrize(
-    ("drain", "latency", "in_flight", "expected"),
-    [
-        (None, None, 10, None),      # nothing completed
-        (2.0, None, 10, 2.0),
-        (None, 50.0, 100, 2.0),      # Little: 100 in flight / 50 s
-        (1.0, 50.0, 100, 2.0),       # the larger estimate wins
-        (3.0, 50.0, 100, 3.0),
-        (None, 0.0, 1, 1000.0),      # a clock that did not move: the latency floor, 1 ms
-    ],
-)
-def test_service_rate_is_the_larger_of_drain_and_littles_law(
-    drain: float | None, latency: float | None, in_flight: int, expected: float | None
-) -> None:
-    rates = Rates()
-    if drain is not None:
-        rates = Rates(drain_num=drain * 60.0, drain_den=60.0)
-    if latency is not None:
-        rates = add_latency(rates, latency, 0.0, CFG)
-    result = service_rate(rates, in_flight, CFG)
-    assert result == (None if expected is None else pytest.approx(expected))

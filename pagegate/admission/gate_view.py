@@ -15,7 +15,6 @@ from pagegate.admission.policy import (
     frontend_tolerance,
     mean_latency,
     pause_reason,
-    service_rate,
     unit_size,
     waiting_band,
 )
@@ -46,13 +45,13 @@ class RuntimeCounts:
 
 def release_line(state: GateState, config: GateConfig, release: Release) -> str:
     """The log line of a release, with the reading that justified it."""
-    r, drained = release.reading, drain_rate(state, config)
+    r, drained = release.reading, drain_rate(state)
     return (
         f"release {state.units_released}: unit of {release.pages} pages; waiting={r.waiting} "
         f"running={r.running} kv={r.kv_usage:.2f} peak={state.peak:.1f} "
         f"(threshold {config.peak_ratio * state.peak:.1f}) C={state.limit} "
         f"in_flight={state.in_flight} queued={state.queued} "
-        f"drain={'n/a' if drained is None else f'{drained:.2f}'} pages/s"
+        f"drain={drained:.2f} pages/s"
     )
 
 
@@ -70,7 +69,6 @@ def gate_signals(state: GateState, config: GateConfig, now: float) -> AdmissionS
 def gate_snapshot(
     state: GateState, config: GateConfig, now: float, counts: RuntimeCounts
 ) -> dict[str, Any]:
-    low, high = waiting_band(state, config)
     release, decision = counts.last_release, counts.last_decision
     paused = pause_reason(state, now, config)
     return {
@@ -86,15 +84,13 @@ def gate_snapshot(
         "slow_start": state.slow_start,
         "peak": state.peak,
         "release_threshold": config.peak_ratio * state.peak,
-        "waiting_band": (low, high),
+        "waiting_band": waiting_band(state, config),
         "queue_estimate": state.queue,
         "frontend_latency": state.front_latency,
         "frontend_tolerance": frontend_tolerance(state),
-        "drain_rate": drain_rate(state, config),
+        "drain_rate": drain_rate(state),
         "mean_latency": mean_latency(state),
-        "service_rate": service_rate(state, config),
-        "next_unit_pages": unit_size(state, config, now),
-        "unit_dry_seconds": state.dry_seconds,
+        "next_unit_pages": unit_size(state, config),
         "last_reading": None if state.reading is None else asdict(state.reading),
         "releases": state.units_released,
         "last_release_at": None if release is None else release.at,

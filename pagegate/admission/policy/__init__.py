@@ -9,8 +9,7 @@ Two levels, because they answer different questions:
 UNIT admission, "how much work may the pipeline promise the server?"  (units.py)
     A release grants one unit of page credits, under the four user rules (serialized,
     peak ratio, cooldown, progress) and only on a good, fresh reading (signals.py).
-    A unit covers the page level's room plus service at the estimated rate (rates.py)
-    until the next release can come.
+    A unit is unit_pages pages, or two cooldowns of the drain if that is more.
 
 PAGE pacing, "how many credited pages may be on the wire right now?"
     A credited page goes in flight only while in_flight < C, the adaptive concurrency
@@ -21,7 +20,7 @@ PAGE pacing, "how many credited pages may be on the wire right now?"
 
 Parts: frontend (the API server as a pipeline stage: what of the gap is a queue),
 signals (readings: peak, queue, freshness, stalls, pauses), limit (C), pacing
-(the bucket), rates (drain, latency, service rate), units (credits, rules, sizing).
+(the bucket), rates (drain, latency), units (credits, rules, sizing).
 Each has a frozen state and pure functions; state.py holds them together in GateState
 and gate_policy.py composes them into the calls the runtime makes. The settings are in
 config.py: GateConfig (what a user sets) and GateTuning (the controller's constants).
@@ -43,10 +42,8 @@ from pagegate.admission.policy.gate_policy import (
     on_outcome,
     pace_rate,
     page_allowance,
-    page_room,
     pause_reason,
     remove_waiter,
-    service_rate,
     unavailable,
     unit_size,
     waiting_band,
@@ -75,10 +72,8 @@ __all__ = [
     "on_outcome",
     "pace_rate",
     "page_allowance",
-    "page_room",
     "pause_reason",
     "remove_waiter",
-    "service_rate",
     "unavailable",
     "unit_size",
     "waiting_band",

@@ -30,10 +30,8 @@ class GateTuning(NamedTuple):
     min_concurrency: int = 4
     waiting_band_fraction: float = 0.05
     waiting_band_min: float = 2.0
-    waiting_band_low_share: float = 0.25
     refill_peak_cap: float = 2.0
     filling_kv_share: float = 0.5
-    limit_bound_share: float = 0.5
     excess_cut_share: float = 0.5
     regrow_peak_share: float = 0.5
     additive_growth_fraction: float = 0.05
@@ -45,16 +43,6 @@ class GateTuning(NamedTuple):
     pace_min_rate: float = 10.0
     pace_gain: float = 4.0
     pace_window_polls: float = 2.0
-    # rates: drain, latency, service rate
-    drain_trust_share: float = 0.5
-    latency_floor_seconds: float = 1e-3
-    # units: credits and sizing
-    min_unit_pages: int = 16
-    max_unit_pages: int = 3200
-    unit_margin: float = 1.5
-    refill_fraction: float = 0.25
-    starved_unit_factor: int = 2
-    dry_gap_decay: float = 0.5
 
     def problems(self) -> list[str]:
         """What is inconsistent in these constants (empty when nothing is)."""
@@ -66,10 +54,8 @@ class GateTuning(NamedTuple):
             (self.min_concurrency >= 1, "min_concurrency must be >= 1"),
             (self.waiting_band_fraction >= 0.0, "waiting_band_fraction must be >= 0"),
             (self.waiting_band_min >= 0.0, "waiting_band_min must be >= 0"),
-            (0.0 <= self.waiting_band_low_share <= 1.0, "waiting_band_low_share must be in [0, 1]"),
             (self.refill_peak_cap >= 0.0, "refill_peak_cap must be >= 0"),
             (0.0 < self.filling_kv_share <= 1.0, "filling_kv_share must be in (0, 1]"),
-            (0.0 <= self.limit_bound_share <= 1.0, "limit_bound_share must be in [0, 1]"),
             (0.0 < self.excess_cut_share <= 1.0, "excess_cut_share must be in (0, 1]"),
             (0.0 <= self.regrow_peak_share <= 1.0, "regrow_peak_share must be in [0, 1]"),
             (self.additive_growth_fraction >= 0.0, "additive_growth_fraction must be >= 0"),
@@ -80,14 +66,6 @@ class GateTuning(NamedTuple):
             (self.pace_min_rate > 0.0, "pace_min_rate must be > 0"),
             (self.pace_gain >= 1.0, "pace_gain must be >= 1"),
             (self.pace_window_polls > 0.0, "pace_window_polls must be > 0"),
-            (0.0 <= self.drain_trust_share <= 1.0, "drain_trust_share must be in [0, 1]"),
-            (self.latency_floor_seconds > 0.0, "latency_floor_seconds must be > 0"),
-            (self.min_unit_pages >= 1, "min_unit_pages must be >= 1"),
-            (self.max_unit_pages >= self.min_unit_pages, "max_unit_pages must be >= min_unit_pages"),
-            (self.unit_margin >= 1.0, "unit_margin must be >= 1"),
-            (0.0 <= self.refill_fraction < 1.0, "refill_fraction must be in [0, 1)"),
-            (self.starved_unit_factor >= 1, "starved_unit_factor must be >= 1"),
-            (0.0 <= self.dry_gap_decay < 1.0, "dry_gap_decay must be in [0, 1)"),
         ]
         return [message for ok, message in checks if not ok]
 
@@ -114,7 +92,7 @@ class GateConfig:
     peak_half_life_seconds: float = 600.0
     unavailable_after_seconds: float | None = 900.0
     # Starting points and the rates' memory.
-    first_unit_pages: int = 1024
+    unit_pages: int = 1024
     initial_concurrency: int = 4
     drain_window_seconds: float = 60.0
     # The controller's constants (not a user setting).
@@ -135,7 +113,7 @@ class GateConfig:
             (self.peak_half_life_seconds > 0.0, "peak_half_life_seconds must be > 0"),
             (self.unavailable_after_seconds is None or self.unavailable_after_seconds > 0.0,
              "unavailable_after_seconds must be > 0 or None"),
-            (self.first_unit_pages >= 1, "first_unit_pages must be >= 1"),
+            (self.unit_pages >= 1, "unit_pages must be >= 1"),
             (self.initial_concurrency >= 1, "initial_concurrency must be >= 1"),
             (self.drain_window_seconds > 0.0, "drain_window_seconds must be > 0"),
         ]

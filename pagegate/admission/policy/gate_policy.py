@@ -71,10 +71,7 @@ def observe(
                     in_flight=state.in_flight, preempted=preempted, config=config, drain=drain),
         latency=rates.mean_latency(drained), drain=drain, config=config,
     )
-    low, _ = limit.waiting_band(seen.peak, config, drain, transit)
-    has_room = seen.queue < low and reading.kv_usage <= config.kv_cache_ceiling
-    credit = units.after_reading(state.units, state.queued, server_has_room=has_room, now=reading.at)
-    return replace(state, concurrency=concurrency, units=credit)
+    return replace(state, concurrency=concurrency)
 
 
 def observe_failure(state: GateState, at: float, config: GateConfig) -> GateState:
@@ -82,8 +79,8 @@ def observe_failure(state: GateState, at: float, config: GateConfig) -> GateStat
     return replace(state, signals=signals.scrape_failed(state.signals))
 
 
-def waiting_band(state: GateState, config: GateConfig) -> tuple[float, float]:
-    """(low, high) bounds of the server queue C aims for (limit.waiting_band)."""
+def waiting_band(state: GateState, config: GateConfig) -> float:
+    """The server queue C aims for: it grows below it and is cut above it (limit.waiting_band)."""
     return limit.waiting_band(state.peak, config, rates.measured_drain(state.rates),
                               frontend.transit(state.front, config))
 
@@ -115,16 +112,12 @@ def _ack_clocked(state: GateState, now: float, config: GateConfig) -> bool:
 # ---------------------------------------------------------------------------- rates
 
 
-def drain_rate(state: GateState, config: GateConfig) -> float | None:
-    return rates.drain_rate(state.rates, config)
+def drain_rate(state: GateState) -> float:
+    return rates.measured_drain(state.rates)
 
 
 def mean_latency(state: GateState) -> float | None:
     return rates.mean_latency(state.rates)
-
-
-def service_rate(state: GateState, config: GateConfig) -> float | None:
-    return rates.service_rate(state.rates, state.in_flight, config)
 
 
 # ---------------------------------------------------------------------------- waiters
@@ -138,21 +131,15 @@ def remove_waiter(state: GateState) -> GateState:
     """A waiting page gave up before it was admitted."""
     if state.queued <= 0:
         raise ValueError("no waiter to remove")
-    state = replace(state, queued=state.queued - 1)
-    return state if state.queued > 0 else replace(state, units=units.nobody_waits(state.units))
+    return replace(state, queued=state.queued - 1)
 
 
 # ------------------------------------ UNIT admission: releases under the four user rules
 
 
-def page_room(state: GateState, config: GateConfig) -> int:
-    """Pages the page level could put in flight now that no credit covers yet."""
-    return units.uncovered_room(state.units, _room(state, config))
-
-
-def unit_size(state: GateState, config: GateConfig, now: float | None = None) -> int:
-    """Pages in the next unit (units.size, at the service rate)."""
-    return units.size(state.units, service_rate(state, config), _room(state, config), config, now)
+def unit_size(state: GateState, config: GateConfig) -> int:
+    """Pages in the next unit (units.size, at the drain measured so far)."""
+    return units.size(rates.measured_drain(state.rates), config)
 
 
 def decide_release(state: GateState, now: float, config: GateConfig) -> ReleaseDecision:
@@ -172,7 +159,7 @@ def decide_release(state: GateState, now: float, config: GateConfig) -> ReleaseD
     )
     if held is not None:
         return held
-    return ReleaseDecision(True, unit_size(state, config, now), Reason.RELEASED)
+    return ReleaseDecision(True, unit_size(state, config), Reason.RELEASED)
 
 
 def apply_release(
@@ -181,7 +168,7 @@ def apply_release(
     """Grant the unit a `decide_release` call returned."""
     if not decision.release or decision.pages < 1:
         raise ValueError("apply_release needs a releasing decision")
-    return replace(state, units=units.grant(state.units, decision.pages, now, config))
+    return replace(state, units=units.grant(state.units, decision.pages, now))
 
 
 # ------------------------------------------ PAGE pacing: C, the cap and the token bucket
@@ -225,7 +212,7 @@ def dispatch(state: GateState, now: float, config: GateConfig) -> tuple[GateStat
     state = replace(
         state,
         acks=conservation.clocked(state.acks) if stale else state.acks,
-        units=units.mark_dry(credit, queued, now),
+        units=credit,
         bucket=pacing.take(state.bucket, now, pace_rate(state, config), config),
         queued=queued,
         in_flight=state.in_flight + 1,
@@ -246,8 +233,8 @@ def on_outcome(
     """A page gave its permit back. Pages the server did not finish return their credit,
     and a CAPACITY outcome cuts C.
 
-    `dispatched_at` (when the page went in flight) feeds the mean page latency that
-    Little's law needs; without it the service rate rests on the drain alone.
+    `dispatched_at` (when the page went in flight) feeds the mean page latency that the
+    latency limit reads.
     """
     if state.in_flight <= 0:
         raise ValueError("no page in flight")

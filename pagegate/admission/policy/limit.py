@@ -1,8 +1,8 @@
 """The adaptive concurrency limit C: how many credited pages may be in flight.
 
 C is steered on engine signals, not end-to-end latency (which scales with output length).
-It keeps the server's queue (`signals.Signals.queue`) in a small positive band, so the
-GPU always has the next request at hand and never a pile:
+It keeps the server's queue (`signals.Signals.queue`) near a small positive target, the
+*band*, so the GPU always has the next request at hand and never a pile:
 
 - a preemption cuts C to a share of what is in flight and ends slow start;
 - a queue above the band cuts a share of the excess off what is in flight (cuts are
@@ -10,10 +10,9 @@ GPU always has the next request at hand and never a pile:
   target instead of compounding; a share, because other tenants of the server cut too);
   it ends slow start unless the batch is still filling up (cache under a share of the
   ceiling and running still growing): such a queue is the engine's prefill rate;
-- KV usage above the ceiling sets the band's top to zero and stops growth (vLLM admits
+- KV usage above the ceiling sets the band to zero and stops growth (vLLM admits
   by prompt size and preempts as the batch grows, so a queue only feeds preemptions);
-- a queue below the band (below its top while the cache is filling up), with at least a
-  share of C in use, grows C: doubling in slow start or far below the recent peak, bounded
+- a queue below the band grows C: doubling in slow start or far below the recent peak, bounded
   by the KV room, otherwise additively;
 - growth is clocked by completions, as TCP grows its window only on ACKs: a reading
   grows C only if a page came back since the previous one, so a server that holds our
@@ -30,7 +29,7 @@ GPU always has the next request at hand and never a pile:
   that limit: past the server's saturation more pages in flight only lengthen each one,
   until the longest time out and are sent again.
 
-The band's top is the largest of a floor, a share of the peak, and the pages the engine
+The band is the largest of a floor, a share of the peak, and the pages the engine
 takes in while a refill is on its way (drain x (poll interval + the front end's transit
 time), at most `refill_peak_cap` batches): the gate sees the queue shrink only at its
 next reading, and what it sends then spends the front end's transit time before the
@@ -73,19 +72,18 @@ def start(config: GateConfig) -> Concurrency:
 
 def waiting_band(
     peak: float, config: GateConfig, drain: float = 0.0, transit: float = 0.0
-) -> tuple[float, float]:
-    """(low, high) bounds of the server queue C aims for.
+) -> float:
+    """The server queue C aims for: max(floor, share x peak, refill), where the refill
+    is what the engine takes in at `drain` pages/s while a refill is on its way (a poll
+    interval plus the front end's `transit` seconds), at most `refill_peak_cap` peaks.
 
-    high grows with the demonstrated batch (the peak), staying below the peak ratio by
-    default (0.05 vs 0.1) on a large server, and with what the engine takes in at `drain`
-    pages/s while a refill is on its way (a poll interval plus the front end's `transit`
-    seconds), at most `refill_peak_cap` peaks' worth (module docstring).
+    It grows with the demonstrated batch (the peak), staying below the peak ratio by
+    default (0.05 vs 0.1) on a large server (module docstring).
     """
     tuning = config.tuning
     refill = min(tuning.refill_peak_cap * peak,
                  drain * (config.poll_interval_seconds + transit))
-    high = max(tuning.waiting_band_min, tuning.waiting_band_fraction * peak, refill)
-    return high * tuning.waiting_band_low_share, high
+    return max(tuning.waiting_band_min, tuning.waiting_band_fraction * peak, refill)
 
 
 def completed(concurrency: Concurrency) -> Concurrency:
@@ -150,24 +148,19 @@ def steer(
 ) -> Concurrency:
     """One control step of C on the engine's signals (see the module docstring).
 
-    A step with C in use (at least limit_bound_share of it in flight) uses up the
-    completions counted since the last such step, whether it grows C or not; a step
-    with C mostly unused (between a group's last page back and the next one sent)
-    keeps them for the next, as TCP counts ACKs only while the window limits it
-    (RFC 7661). Cuts use them up too.
+    Every step uses up the completions counted since the previous one, whether it grows
+    C or not.
     """
     acked = concurrency.acked
     tuning = config.tuning
     limit = concurrency.limit
-    limit_bound = in_flight >= limit * tuning.limit_bound_share
-    concurrency = replace(concurrency, acked=0 if limit_bound else acked)
-    low, high = waiting_band(peak, config, drain, transit)
+    concurrency = replace(concurrency, acked=0)
+    high = waiting_band(peak, config, drain, transit)
     pressured = reading.kv_usage > config.kv_cache_ceiling
     if pressured:
         high = 0.0  # vLLM admits as blocks free: a queue would only feed preemptions
     if preempted:
         limit = min(limit, math.floor(in_flight * tuning.preemption_backoff))
-        concurrency = replace(concurrency, acked=0)
         return _clamped(concurrency, limit, config, slow_start=False, backoff_at=reading.at)
     if queue > high:
         excess = math.ceil((queue - high) * tuning.excess_cut_share)
@@ -176,10 +169,9 @@ def steer(
             and filling(reading, config)
             and reading.running > concurrency.cut_running
         )
-        concurrency = replace(concurrency, cut_running=reading.running, acked=0)
+        concurrency = replace(concurrency, cut_running=reading.running)
         return _clamped(concurrency, min(limit, in_flight - excess), config, slow_start=ramping)
-    grow_below = high if filling(reading, config) else low
-    if queue < grow_below and not pressured and limit_bound and acked > 0:
+    if queue < high and not pressured and acked > 0:
         if concurrency.slow_start or limit < peak * tuning.regrow_peak_share:
             bound = _kv_room(reading, config)
             if bound is None:  # no engine-side bound: at most L pages per page back

@@ -1,15 +1,12 @@
-"""How fast the server gets through our pages: the drain, the mean latency, the service rate.
+"""How fast the server gets through our pages: the drain and the mean latency.
 
 The drain is our completions per busy second, exponentially weighted over
 drain_window_seconds. Sampling starts with the first completion, so the first pages'
 latency is not mistaken for a slow server, and idle stretches (nothing in flight,
-nothing finished) are left out, so a pause between groups does not shrink the next
-unit. The mean latency is the time in flight of completed pages, weighted over the same
-window. Pacing also reads the drain over the last polls (`pace_drain`), which a ramp does
-not average away. The service rate is the larger of the drain and Little's law (pages in flight /
-mean latency): the drain trails a ramp by one page latency, Little's law does not. Its
-early error is upwards (short pages finish first), which only makes units larger; the
-page level, not the unit, keeps the server safe.
+nothing finished) are left out, so a pause between groups does not lower it. The mean
+latency is the time in flight of completed pages, weighted over the same window (the
+latency limit reads it). Pacing also reads the drain over the last polls (`pace_drain`),
+which a ramp does not average away.
 """
 
 from __future__ import annotations
@@ -78,31 +75,8 @@ def pace_drain(rates: Rates) -> float:
     return max(measured_drain(rates), recent)
 
 
-def drain_rate(rates: Rates, config: GateConfig) -> float | None:
-    """The drain, once it rests on a share of a window of busy time (None before)."""
-    if rates.drain_den < config.drain_window_seconds * config.tuning.drain_trust_share:
-        return None
-    return rates.drain_num / rates.drain_den
-
-
 def mean_latency(rates: Rates) -> float | None:
     """Mean time in flight of recently completed pages; None before the first one."""
     if rates.latency_den <= 0.0:
         return None
     return rates.latency_num / rates.latency_den
-
-
-def service_rate(rates: Rates, in_flight: int, config: GateConfig) -> float | None:
-    """Pages per second the server gets through for us: max(drain, Little's law).
-
-    None until a page has completed. The latency floor keeps Little's law finite when a
-    clock does not move between send and reply.
-    """
-    estimates: list[float] = []
-    drained = drain_rate(rates, config)
-    if drained is not None:
-        estimates.append(drained)
-    latency = mean_latency(rates)
-    if latency is not None:
-        estimates.append(in_flight / max(latency, config.tuning.latency_floor_seconds))
-    return max(estimates) if estimates else None

@@ -82,22 +82,6 @@ class GateState:
         return self.units.units_released
 
     @property
-    def last_unit_pages(self) -> int:
-        return self.units.last_unit_pages
-
-    @property
-    def starved(self) -> bool:
-        return self.units.starved
-
-    @property
-    def dry_since(self) -> float | None:
-        return self.units.dry_since
-
-    @property
-    def dry_seconds(self) -> float:
-        return self.units.dry_seconds
-
-    @property
     def drain_den(self) -> float:
         return self.rates.drain_den
 
