@@ -36,13 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.admission import BUDGET_FACTOR, TARGET, utilization
+from bench.admission import BUDGET_FACTOR, TARGET, engine_of, utilization_at
 from pagegate.admission.policy.config import GateConfig, GateTuning
-from pagegate.sim.engines import NAMED_PAGES, family_pages, named_engine
-from pagegate.sim.family import draw_engine
-from pagegate.sim.profiles import ServerProfile
+from pagegate.sim.engines import NAMED_PAGES
 from pagegate.sim.strategies import gate
-from pagegate.sim.virtual import Workload, run_virtual
+from pagegate.sim.virtual import run_virtual
 from pagegate.sim.yardstick import page_costs, yardstick
 
 REPO = Path(__file__).resolve().parents[1]
@@ -192,18 +190,14 @@ def switched_off(part: Part) -> Iterator[None]:
 # ------------------------------------------------------------------ engines and yardsticks
 
 
-def engine_of(name: str, seed: int) -> tuple[ServerProfile, Workload]:
-    if name in NAMED_PAGES:
-        return named_engine(name), Workload(NAMED_PAGES[name], seed=seed)
-    engine = draw_engine(seed, int(name.rsplit("-", 1)[1]))
-    return engine.profile, Workload(family_pages(engine), group_pages=500, seed=seed)
-
-
 def sim_digest() -> str:
-    """The simulator's and yardstick's source: a cached yardstick is valid while it holds."""
+    """The source a yardstick rests on (the simulator, and the page path and prompts it
+    prices pages with: all of pagegate but the gate): a cached yardstick is valid while it
+    holds."""
     digest = hashlib.sha256()
-    for path in sorted((REPO / "pagegate" / "sim").rglob("*.py")):
-        digest.update(path.read_bytes())
+    for path in sorted((REPO / "pagegate").rglob("*.py")):
+        if "admission" not in path.relative_to(REPO / "pagegate").parts:
+            digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -239,12 +233,8 @@ def gate_run(part_name: str, name: str, seed: int, stick: float) -> dict[str, An
         started = time.perf_counter()
         run = run_virtual(profile, gate(GateConfig()), workload, strategy_name="pagegate",
                           budget_s=budget_s)
-
-    class _Stick:  # utilization() reads only pages_per_s
-        pages_per_s = stick
-
     return {"part": part_name, "engine": name, "pages": run.pages,
-            "utilization": round(utilization(run, _Stick(), budget_s), 4),  # type: ignore[arg-type]
+            "utilization": round(utilization_at(run, stick, budget_s), 4),
             "crashes": int(run.crashed), "preemptions": run.preemptions,
             "peak_waiting": run.peak_waiting, "wall_s": round(time.perf_counter() - started, 2)}
 

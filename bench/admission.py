@@ -47,10 +47,22 @@ RECORD_KEYS = ("engine", "strategy", "pages", "pages_done", "utilization", "cras
 
 def utilization(run: Run, stick: Yardstick, budget_s: float) -> float:
     """Pages/s over the yardstick's; a run that stopped early, its finished share."""
+    return utilization_at(run, stick.pages_per_s, budget_s)
+
+
+def utilization_at(run: Run, rate: float, budget_s: float) -> float:
+    """`utilization` against a yardstick rate of `rate` pages/s."""
     if run.end == "finished":
-        return run.pages_per_s / stick.pages_per_s
-    return run.pages_done / (stick.pages_per_s * max(run.elapsed_s, run.pages / stick.pages_per_s,
-                                                       min(budget_s, run.elapsed_s)))
+        return run.pages_per_s / rate
+    return run.pages_done / (rate * max(run.elapsed_s, run.pages / rate, min(budget_s, run.elapsed_s)))
+
+
+def engine_of(name: str, seed: int) -> tuple[ServerProfile, Workload]:
+    """A named profile or `family-<seed>-<index>`, with the workload this bench gives it."""
+    if name in NAMED_PAGES:
+        return named_engine(name), Workload(NAMED_PAGES[name], seed=seed)
+    engine = draw_engine(seed, int(name.rsplit("-", 1)[1]))
+    return engine.profile, Workload(family_pages(engine), group_pages=500, seed=seed)
 
 
 def held_back(run: Run, stick: Yardstick) -> str:
@@ -111,7 +123,7 @@ def judge(name: str, profile: ServerProfile, workload: Workload,
 
 def judge_family_engine(seed: int, index: int) -> dict[str, Any]:
     engine = draw_engine(seed, index)
-    workload = Workload(family_pages(engine), group_pages=500, seed=seed)
+    _, workload = engine_of(engine.profile.name, seed)
     records = judge(engine.profile.name, engine.profile, workload, ["pagegate"])
     gate = next(r for r in records if r["strategy"] == "pagegate")
     gate["parameters"] = engine.describe()
@@ -196,8 +208,7 @@ def run_named(args: argparse.Namespace, log: Callable[[str], None]) -> list[dict
     records: list[dict[str, Any]] = []
     for name in args.profiles.split(","):
         started = time.perf_counter()
-        rows = judge(name, named_engine(name), Workload(NAMED_PAGES[name], seed=args.seed),
-                     args.strategies.split(","))
+        rows = judge(name, *engine_of(name, args.seed), args.strategies.split(","))
         log(f"{name}: {NAMED_PAGES[name]} pages, {time.perf_counter() - started:.1f} s wall")
         if args.plot is not None:
             args.plot.mkdir(parents=True, exist_ok=True)

@@ -921,9 +921,8 @@ class Referee:
                 assert now >= self.releases[-1] + config.cooldown_seconds, "two units in a cooldown"
                 assert self.latest_unit_done > 0, "release before progress"
             assert state.queued > state.open_credits, "release without demand"
-            drained = state.drain_den and state.rates.drain_num / state.drain_den
             assert decision.pages == max(
-                config.unit_pages, math.ceil(2 * drained * config.cooldown_seconds))
+                config.unit_pages, math.ceil(2 * drain_rate(state) * config.cooldown_seconds))
             self.state = apply_release(state, decision, now, config)
             self.releases.append(now)
             self.latest_unit_done = 0
