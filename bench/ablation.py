@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.admission import BUDGET_FACTOR, TARGET, engine_of, utilization_at
-from pagegate.admission.policy.config import GateConfig, GateTuning
+from pagegate.admission.policy import GateConfig, GateTuning
 from pagegate.sim.engines import NAMED_PAGES
 from pagegate.sim.strategies import gate
 from pagegate.sim.virtual import run_virtual
@@ -80,13 +80,13 @@ def _no_preemption_cut(original: Any) -> Any:
 
 def _fixed_units(_original: Any) -> Any:
     def size(drain: float, config: GateConfig) -> int:
-        return config.unit_pages
+        return int(config.unit_pages)
     return size
 
 
 def _window_drain(_original: Any) -> Any:
-    from pagegate.admission.policy import rates
-    return rates.measured_drain
+    from pagegate.admission.policy import _rates
+    return _rates.drain
 
 
 def _newest_latency(_original: Any) -> Any:
@@ -107,54 +107,57 @@ PARTS: tuple[Part, ...] = (
     Part("(nothing off)", "the gate as shipped"),
     # units: their size
     Part("unit-drain", "every unit is unit_pages, never two cooldowns of the drain",
-         patches=((f"{POLICY}.units", "size", _fixed_units),)),
+         patches=((f"{POLICY}._units", "size", _fixed_units),)),
     # pages: the token bucket
     Part("token-bucket", "no pacing: pages go as soon as C allows",
          tuning={"pace_min_rate": BIG, "pace_gain": BIG}),
     Part("pace-recent", "the bucket follows the window's drain only",
-         patches=((f"{POLICY}.rates", "pace_drain", _window_drain),)),
+         patches=((f"{POLICY}._rates", "pace_drain", _window_drain),)),
     # the front end
     Part("frontend", "the front end is no signal (no excess, no transit)",
-         patches=((f"{POLICY}.frontend", "excess", _returns(0)),
-                  (f"{POLICY}.frontend", "transit", _returns(0.0)))),
+         patches=((f"{POLICY}._frontend", "excess", _returns(0)),
+                  (f"{POLICY}._frontend", "transit", _returns(0.0)))),
     Part("frontend-allowance", "the whole front-end gap counts as queue",
-         patches=((f"{POLICY}.frontend", "excess", _whole_gap),)),
+         patches=((f"{POLICY}._frontend", "excess", _whole_gap),)),
     Part("frontend-min-filter", "the stage latency is the newest, not the window's lowest",
-         patches=((f"{POLICY}.frontend", "latency", _newest_latency),)),
+         patches=((f"{POLICY}._frontend", "latency", _newest_latency),)),
     # readings
     Part("ack-clock", "a stale reading pauses dispatch even while pages finish",
-         patches=((f"{POLICY}.gate_policy", "_ack_clocked", _returns(False)),)),
+         patches=((f"{POLICY}._step", "_ack_clocked", _returns(False)),)),
     Part("stall-detection", "a calm engine that generates nothing is not 'stalled'",
-         tuning={"stall_after_seconds": None}),
+         patches=((f"{POLICY}._signals", "stalled", _returns(False)),)),
     # C
     Part("kv-start", "C does not start at the full-context requests the cache holds",
-         patches=((f"{POLICY}.limit", "first_estimate", _first_arg),)),
+         patches=((f"{POLICY}._limit", "_first_estimate", _first_arg),)),
     Part("kv-room-bound", "slow start steps L pages per page back, never the KV room",
-         patches=((f"{POLICY}.limit", "_kv_room", _returns(None)),)),
+         patches=((f"{POLICY}._limit", "_kv_room", _returns(None)),)),
     Part("filling", "no 'cache still filling' case: a queue above the band ends slow start",
-         patches=((f"{POLICY}.limit", "filling", _returns(False)),)),
+         patches=((f"{POLICY}._limit", "_filling", _returns(False)),)),
     Part("regrow", "no doubling when C is far below the peak after slow start",
-         tuning={"regrow_peak_share": 0.0}),
+         patches=((f"{POLICY}._limit", "_far_below_peak", _returns(False)),)),
     Part("slow-start-bound", "no L pages per page back where the KV room is not known",
          tuning={"slow_start_per_completion": BIG}),
     Part("additive-share", "after slow start C grows by one page a reading, not 5 %",
          tuning={"additive_growth_fraction": 0.0}),
-    Part("band-share", "the band has no share-of-peak term",
-         tuning={"waiting_band_fraction": 0.0}),
     Part("band-floor", "the band has no floor of 2",
          tuning={"waiting_band_min": 0.0}),
-    Part("concurrency-floor", "C's floor is 1, not 4",
-         tuning={"min_concurrency": 1}),
     Part("band-refill", "the band has no refill term (floor or share of peak only)",
          tuning={"refill_peak_cap": 0.0}),
     Part("excess-share", "a queue cut takes the whole excess, not half",
          tuning={"excess_cut_share": 1.0}),
     Part("preemption-backoff", "a preemption does not cut C",
-         patches=((f"{POLICY}.limit", "steer", _no_preemption_cut),)),
-    Part("capacity-backoff", "a CAPACITY outcome does not cut C",
-         patches=((f"{POLICY}.limit", "back_off", _first_arg),)),
+         patches=((f"{POLICY}._limit", "update", _no_preemption_cut),)),
     Part("latency-limit", "no page latency limit",
          config={"page_latency_limit_seconds": None}),
+    # experiments: merges
+    Part("x-smooth2", "front end smoothed over 2 polls (as pacing)",
+         tuning={"frontend_smoothing_polls": 2.0}),
+    Part("x-smooth4", "pacing's recent drain over 4 polls (as the front end)",
+         tuning={"pace_window_polls": 4.0}),
+    Part("x-minrate4", "pace floor 4 pages/s (C's start per poll)",
+         tuning={"pace_min_rate": 4.0}),
+    Part("x-kvfloor0", "KV room as soon as any KV is used",
+         tuning={"kv_signal_floor": 1e-6}),
 )
 PART_NAMES = {p.name: p for p in PARTS}
 BASE = PARTS[0].name

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from pagegate.admission import FixedLimit, Gate, GateConfig, GateTuning, MetricsError, Reading
+from pagegate.admission import FixedLimit, Gate, GateConfig, MetricsError, Reading
 from pagegate.admission.base import Admission, AdmissionSignals
 from pagegate.admission.router import Router
 from pagegate.clock import FakeClock, settle
@@ -40,7 +40,7 @@ def test_fixed_limit_signals_count_holders_and_waiters() -> None:
 def test_gate_signals_name_its_limit_pause_and_newest_reading() -> None:
     async def scenario() -> None:
         clock = FakeClock()
-        config = GateConfig(initial_concurrency=8, tuning=GateTuning(min_concurrency=1))
+        config = GateConfig(initial_concurrency=8)
         source = Source(clock)
         async with Gate(config, source, clock) as gate:
             assert gate.signals(clock.now()) == AdmissionSignals(
@@ -60,7 +60,7 @@ def test_router_signals_sum_its_servers_and_pause_when_none_rotates() -> None:
     async def scenario() -> None:
         clock = FakeClock()
         source = Source(clock)
-        config = GateConfig(initial_concurrency=8, tuning=GateTuning(min_concurrency=1))
+        config = GateConfig(initial_concurrency=8)
         async with Gate(config, source, clock) as gate:
             await settle()
             backends: list[tuple[str, Admission]] = [("a", FixedLimit(3)), ("b", gate)]

@@ -7,7 +7,7 @@ import importlib
 import pytest
 
 from bench.ablation import PART_NAMES, PARTS, switched_off
-from pagegate.admission.policy.config import GateConfig
+from pagegate.admission.policy import GateConfig
 
 
 def _seen(part_name: str) -> tuple[GateConfig, list[object]]:

@@ -424,7 +424,7 @@ def test_block_fields_reach_the_config() -> None:
     assert (config.poll_interval_seconds, config.stale_after_seconds) == (0.5, 3.0)
     assert (config.scrape_timeout_seconds, config.peak_half_life_seconds) == (2.0, 60.0)
     assert (config.unit_pages, config.initial_concurrency) == (32, 2)
-    assert config.concurrency_floor == 2  # kept consistent with a small start
+    assert config.concurrency_start == 2
     assert config.unavailable_after_seconds is None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import unittest.mock
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -19,6 +20,7 @@ from pagegate.admission import (
     Outcome,
     Reading,
 )
+from pagegate.admission.policy import Actions, Event, GateState, step
 from pagegate.clock import FakeClock, settle
 from pagegate.errors import CapacityError, ServerUnavailableError
 
@@ -89,7 +91,7 @@ class Workers:
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
-def unit_of(pages: int, *, min_concurrency: int = 4, **overrides: Any) -> GateConfig:
+def unit_of(pages: int, **overrides: Any) -> GateConfig:
     """A config whose every unit holds exactly `pages`, with pacing out of the way."""
     values: dict[str, Any] = {
         "unit_pages": pages,
@@ -97,7 +99,7 @@ def unit_of(pages: int, *, min_concurrency: int = 4, **overrides: Any) -> GateCo
         "max_in_flight_pages": 256,
     }
     values.update(overrides)
-    tuning = GateTuning(pace_min_rate=1000.0, min_concurrency=min_concurrency)
+    tuning = GateTuning(pace_min_rate=1000.0)
     return GateConfig(**values, tuning=tuning)
 
 
@@ -125,7 +127,7 @@ def test_fifty_waiters_and_a_flip_to_low_release_exactly_one_unit() -> None:
     async def scenario() -> None:
         clock = FakeClock()
         metrics = ScriptedMetrics(clock, waiting=50, running=100)  # 50 > 0.1 x peak 100
-        async with Gate(unit_of(5), metrics, clock) as gate:
+        async with Gate(unit_of(5, initial_concurrency=4), metrics, clock) as gate:
             workers = Workers(gate)
             workers.start(60)
             for _ in range(5):
@@ -139,8 +141,8 @@ def test_fifty_waiters_and_a_flip_to_low_release_exactly_one_unit() -> None:
             assert gate.state.open_credits + gate.state.admitted_total == 5
             for _ in range(3):
                 await clock.advance(1.0)
-            # C shrank to its floor (4) while the server was busy, and grows only as
-            # pages come back: the unit's fifth page waits for the first completions.
+            # C (4) grows only as pages come back: the unit's fifth page waits for the
+            # first completions.
             assert workers.admitted == [0, 1, 2, 3]
             workers.finish(0, 1, 2, 3)
             await clock.advance(1.0)
@@ -159,7 +161,7 @@ def test_fifty_waiters_and_a_flip_to_low_release_exactly_one_unit() -> None:
             # C, grown by the pages back, lets its first pages go, FIFO.
             snap = gate.snapshot()
             assert snap["releases"] == 2
-            assert snap["last_release_pages"] == math.ceil(2 * snap["drain_rate"] * 30.0) > 5
+            assert snap["last_release_pages"] == math.ceil(2 * snap["last_release_drain"] * 30.0) > 5
             in_flight = gate.state.in_flight
             assert in_flight == gate.state.limit > 4
             assert workers.admitted == list(range(5 + in_flight))
@@ -198,7 +200,7 @@ def test_a_finished_page_wakes_the_loop_to_admit_the_next() -> None:
 
     async def scenario() -> None:
         clock = FakeClock()
-        config = unit_of(5, initial_concurrency=2, min_concurrency=1)
+        config = unit_of(5, initial_concurrency=2)
         metrics = ScriptedMetrics(clock, running=2, kv=0.95)  # KV pressure: C does not grow
         async with Gate(config, metrics, clock) as gate:
             workers = Workers(gate)
@@ -329,8 +331,8 @@ def test_permit_comes_back_on_timeout_in_flight_and_while_waiting() -> None:
             assert gate.state.in_flight == 0
             assert gate.snapshot()["outcomes"]["cancelled"] == 1
 
-            metrics.waiting, metrics.running = 500, 10  # nothing more will be released
-            await clock.advance(1.0)
+            metrics.mode = "fail"  # the reading goes stale: no page may go
+            await clock.advance(6.0)
             with pytest.raises(TimeoutError):
                 async with asyncio.timeout(0):
                     async with gate.slot("g"):
@@ -345,9 +347,9 @@ class RacingGate(Gate):
 
     victims: list[asyncio.Task[None]]
 
-    def _dispatch(self, now: float) -> None:
-        super()._dispatch(now)
-        if self.state.admitted_total:
+    def _act(self, actions: Actions, now: float) -> None:
+        super()._act(actions, now)
+        if actions.admitted:
             for task in self.victims:
                 task.cancel()
             self.victims = []
@@ -419,7 +421,7 @@ def test_stale_metrics_freeze_releases_and_pages_only_replace_pages_back() -> No
     async def scenario() -> None:
         clock = FakeClock()
         metrics = ScriptedMetrics(clock)
-        config = unit_of(6, initial_concurrency=2, min_concurrency=1)
+        config = unit_of(6, initial_concurrency=2)
         async with Gate(config, metrics, clock) as gate:
             workers = Workers(gate)
             workers.start(12)
@@ -493,19 +495,22 @@ def test_a_failing_scrape_never_counts_as_an_idle_server() -> None:
     run(scenario)
 
 
-class BrokenGate(Gate):
-    """A gate whose decision step has a bug."""
-
-    def _decide(self, now: float) -> Any:
-        if self.state.queued:  # fails once pages are waiting on it
-            raise RuntimeError("policy bug")
-        return super()._decide(now)
+def broken_step(state: GateState, event: Event, now: float, config: GateConfig) -> Any:
+    """A policy step with a bug: it fails once pages are waiting."""
+    if state.queued:
+        raise RuntimeError("policy bug")
+    return step(state, event, now, config)
 
 
 def test_a_crashed_decision_loop_fails_waiters_instead_of_hanging() -> None:
     async def scenario() -> None:
         clock = FakeClock()
-        async with BrokenGate(unit_of(4), ScriptedMetrics(clock), clock) as gate:
+        with unittest.mock.patch("pagegate.admission.gate.step", broken_step):
+            await broken_scenario(clock)
+
+    async def broken_scenario(clock: FakeClock) -> None:
+        busy = ScriptedMetrics(clock, waiting=50, running=100)  # pages wait at the gate
+        async with Gate(unit_of(4), busy, clock) as gate:
             await settle()
             workers = Workers(gate)
             workers.start(3)

@@ -12,10 +12,10 @@ from pagegate.admission.policy import GateConfig, GateTuning
 @pytest.mark.parametrize(
     "tuning",
     [
-        GateTuning(min_concurrency=0),
         GateTuning(excess_cut_share=0.0),
-        GateTuning(filling_kv_share=0.0),
-        GateTuning(stall_after_seconds=0.0),
+        GateTuning(far_below_share=1.5),
+        GateTuning(kv_signal_floor=1.0),
+        GateTuning(slow_start_per_completion=0.5),
         GateTuning(pace_gain=0.5),
         GateTuning(preemption_backoff=1.0),
     ],
@@ -29,21 +29,19 @@ def test_inconsistent_tuning_is_refused_by_the_config(tuning: GateTuning) -> Non
 def test_the_defaults_are_consistent_and_tuning_must_be_a_gate_tuning() -> None:
     assert GateTuning().problems() == []
     with pytest.raises(ValueError, match="tuning must be a GateTuning"):
-        GateConfig(tuning={"min_concurrency": 2})  # type: ignore[arg-type]
+        GateConfig(tuning={"pace_gain": 2.0})  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
-    ("config", "floor", "start"),
+    ("config", "start"),
     [
-        (GateConfig(), 4, 4),
-        (GateConfig(initial_concurrency=16), 4, 16),
-        (GateConfig(initial_concurrency=2), 2, 2),           # a small start lowers the floor
-        (GateConfig(max_in_flight_pages=3), 3, 3),           # so does a small cap
-        (GateConfig(initial_concurrency=16, tuning=GateTuning(min_concurrency=1)), 1, 16),
+        (GateConfig(), 4),
+        (GateConfig(initial_concurrency=16), 16),
+        (GateConfig(max_in_flight_pages=3), 3),           # never above the cap
     ],
 )
-def test_c_floor_and_start(config: GateConfig, floor: int, start: int) -> None:
-    assert (config.concurrency_floor, config.concurrency_start) == (floor, start)
+def test_c_start_which_is_also_its_floor(config: GateConfig, start: int) -> None:
+    assert config.concurrency_start == start
 
 
 def test_asdict_keeps_the_tuning_whole() -> None:

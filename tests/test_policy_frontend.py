@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pagegate.admission.policy import GateConfig
-from pagegate.admission.policy.frontend import (
+from pagegate.admission.policy._frontend import (
     FrontEnd,
     excess,
     fold,

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from pagegate.admission.policy import GateConfig, GateTuning
-from pagegate.admission.policy.limit import (
+from pagegate.admission.policy import GateConfig, GateTuning, initial_state
+from pagegate.admission.policy._limit import (
+    Case,
     Concurrency,
-    back_off,
-    completed,
-    first_estimate,
+    _first_estimate,
     room,
-    start,
-    steer,
+    update,
     waiting_band,
-    within_latency,
 )
 from pagegate.server.metrics import Reading
 
@@ -43,23 +42,10 @@ def step(
     """One control step; `acked` pages came back since the last reading (plenty by
     default, so that only the rule under test bounds growth)."""
     before = Concurrency(limit=limit, slow_start=slow_start, cut_running=cut_running,
-                         acked=acked)
-    after = steer(before, r, queue=float(r.waiting) if queue is None else queue, peak=peak,
-                  in_flight=in_flight, preempted=preempted, config=config, drain=drain)
-    return within_latency(before, after, latency=latency, drain=drain, config=config)
-
-
-@pytest.mark.parametrize(
-    ("peak", "tuning", "band"),
-    [
-        (0.0, GateTuning(), 2.0),                                # the minimum, 2
-        (400.0, GateTuning(), 20.0),                             # 5 % of the peak
-        (400.0, GateTuning(waiting_band_fraction=0.1), 40.0),
-        (0.0, GateTuning(waiting_band_min=8.0), 8.0),
-    ],
-)
-def test_waiting_band(peak: float, tuning: GateTuning, band: float) -> None:
-    assert waiting_band(peak, GateConfig(tuning=tuning)) == band
+                         acked=acked, estimated=True)
+    return update(before, r, queue=float(r.waiting) if queue is None else queue, peak=peak,
+                  in_flight=in_flight, preempted=preempted, drain=drain, transit=0.0,
+                  latency=latency, config=config)
 
 
 @pytest.mark.parametrize(
@@ -70,9 +56,11 @@ def test_waiting_band(peak: float, tuning: GateTuning, band: float) -> None:
         (4.0, 16.0, 0.27, 1.0, 2.0, 8.0),      # never more than two batches (the peak)
         (4.0, 40.0, 0.25, 0.0, 1.0, 4.0),      # a tuning of one batch
         (8.0, 27.0, 1.0, 0.0, 2.0, 16.0),      # ci: 27 pages a poll, but 8 slots
-        (65.0, 1.2, 1.0, 0.1, 2.0, 3.25),      # the 4090: the peak's share binds (0.05 x 65)
-        (413.0, 4.4, 1.0, 0.1, 2.0, 20.65),    # the H100: likewise
+        (65.0, 1.2, 1.0, 0.1, 2.0, 2.0),       # the 4090: the floor binds (1.2 x 1.1 = 1.32)
+        (413.0, 4.4, 1.0, 0.1, 2.0, 4.84),     # the H100: 4.4 x 1.1
         (0.0, 0.0, 1.0, 0.0, 2.0, 2.0),        # nothing measured: the floor
+        (0.0, 0.0, 1.0, 0.0, 2.0, 2.0),
+        (400.0, 0.0, 1.0, 0.0, 2.0, 2.0),      # a peak alone does not widen it
     ],
 )
 def test_the_band_covers_what_the_engine_takes_in_while_a_refill_travels(
@@ -80,7 +68,7 @@ def test_the_band_covers_what_the_engine_takes_in_while_a_refill_travels(
 ) -> None:
     config = GateConfig(poll_interval_seconds=poll, stale_after_seconds=5.0,
                         tuning=GateTuning(refill_peak_cap=cap))
-    assert waiting_band(peak, config, drain, transit) == pytest.approx(high)
+    assert waiting_band(peak, drain, transit, config) == pytest.approx(high)
 
 
 @pytest.mark.parametrize(
@@ -125,23 +113,16 @@ def test_slow_start_with_a_kv_projection_is_bounded_by_the_room_not_by_pages_bac
 def test_a_calm_stall_never_grows_c_and_completions_resume_growth() -> None:
     """Readings calm (waiting 0, running = what it holds) while nothing comes back: a
     hung engine. C holds for as many readings as come; the first pages back grow it."""
-    concurrency = Concurrency(limit=16, slow_start=False)
+    concurrency = Concurrency(limit=16, slow_start=False, estimated=True)
     calm = reading(running=16)
     limits = []
     for second in range(12):
-        concurrency = steer(concurrency, calm, queue=0.0, peak=16.0, in_flight=16,
-                            preempted=False, config=CFG)
+        concurrency = update(concurrency, calm, queue=0.0, peak=16.0, in_flight=16,
+                             preempted=False, drain=0.0, transit=0.0, latency=None, config=CFG)
         limits.append(concurrency.limit)
-        if second >= 9:  # the engine comes back: pages return between readings
-            concurrency = completed(completed(concurrency))
+        if second >= 9:  # the engine comes back: two pages return between readings
+            concurrency = replace(concurrency, acked=concurrency.acked + 2)
     assert limits == [16] * 10 + [17, 18]
-
-
-def test_completions_add_up_until_the_next_reading() -> None:
-    concurrency = Concurrency(limit=16)
-    for _ in range(3):
-        concurrency = completed(concurrency)
-    assert concurrency.acked == 3
 
 
 @pytest.mark.parametrize(
@@ -159,10 +140,10 @@ def test_the_first_reading_starts_c_at_the_full_context_requests_the_cache_holds
 ) -> None:
     r = Reading(waiting=0, running=0, kv_usage=0.0, at=0.0,
                 kv_max_concurrency=kv_max_concurrency)
-    first = first_estimate(Concurrency(limit=limit), r, CFG)
+    first = _first_estimate(Concurrency(limit=limit), r, CFG)
     assert first.limit == expected and first.estimated
     later = Reading(waiting=0, running=0, kv_usage=0.0, at=1.0, kv_max_concurrency=2000.0)
-    assert first_estimate(first, later, CFG) == first  # only the first reading counts
+    assert _first_estimate(first, later, CFG) == first  # only the first reading counts
 
 
 @pytest.mark.parametrize(
@@ -180,6 +161,9 @@ def test_room_is_what_c_and_the_cap_still_allow(
 
 
 def test_c_starts_at_the_initial_concurrency_under_the_cap() -> None:
+    def start(config: GateConfig) -> Concurrency:
+        return initial_state(0.0, config).concurrency
+
     assert start(GateConfig()) == Concurrency(limit=4, slow_start=True)
     assert start(GateConfig(initial_concurrency=16)) == Concurrency(limit=16, slow_start=True)
     assert start(GateConfig(max_in_flight_pages=3)).limit == 3
@@ -199,15 +183,15 @@ def test_a_preemption_cuts_what_is_in_flight(
     config = GateConfig(tuning=tuning)
     after = step(120, in_flight, reading(running=100), preempted=True, slow_start=True,
                  config=config)
-    assert (after.limit, after.slow_start, after.last_backoff_at) == (expected, False, 1.0)
+    assert (after.limit, after.slow_start, after.case) == (expected, False, Case.PREEMPTED)
 
 
 @pytest.mark.parametrize(
     ("tuning", "waiting", "expected"),
     [
-        (GateTuning(), 15, 95),                        # excess 15 - 5 = 10: cut half of it
-        (GateTuning(excess_cut_share=1.0), 15, 90),    # cut all of it
-        (GateTuning(), 6, 99),                         # ceil(0.5)
+        (GateTuning(), 12, 95),                        # excess 12 - 2 = 10: cut half of it
+        (GateTuning(excess_cut_share=1.0), 12, 90),    # cut all of it
+        (GateTuning(), 3, 99),                         # ceil(0.5)
     ],
 )
 def test_a_queue_above_the_band_cuts_a_share_of_the_excess(
@@ -216,7 +200,7 @@ def test_a_queue_above_the_band_cuts_a_share_of_the_excess(
     after = step(120, 100, reading(running=90, waiting=waiting, kv=0.6),
                  config=GateConfig(tuning=tuning))
     assert after.limit == expected
-    assert after.cut_running == 90
+    assert (after.cut_running, after.case) == (90, Case.ABOVE_BAND)
 
 
 @pytest.mark.parametrize(
@@ -225,7 +209,7 @@ def test_a_queue_above_the_band_cuts_a_share_of_the_excess(
         (0.2, 0, 40, GateTuning(), True),      # cache under half the ceiling, batch growing
         (0.2, 40, 40, GateTuning(), False),    # running stopped growing
         (0.45, 0, 40, GateTuning(), False),    # at half the ceiling (0.45): the ramp is over
-        (0.45, 0, 40, GateTuning(filling_kv_share=0.6), True),
+        (0.45, 0, 40, GateTuning(far_below_share=0.6), True),
     ],
 )
 def test_a_cut_keeps_slow_start_only_while_the_batch_fills_up(
@@ -248,7 +232,7 @@ def test_a_cut_keeps_slow_start_only_while_the_batch_fills_up(
         (100, 100, False, reading(running=100), 100.0,
          GateTuning(additive_growth_fraction=0.2), 120),
         (10, 10, False, reading(running=10), 100.0, GateTuning(), 20),   # far under the peak
-        (10, 10, False, reading(running=10), 100.0, GateTuning(regrow_peak_share=0.05), 11),
+        (10, 10, False, reading(running=10), 100.0, GateTuning(far_below_share=0.05), 11),
         (1600, 1600, True, reading(running=1600), 1600.0, GateTuning(), 1600),  # the cap
     ],
 )
@@ -265,34 +249,15 @@ def test_growth_below_the_band(
 @pytest.mark.parametrize(
     ("waiting", "kv", "expected"),
     [
-        (4, 0.6, 105),    # below the band (5): grow
-        (5, 0.6, 100),    # at the band: hold
-        (6, 0.6, 99),     # above it by 1: cut half the excess, rounded up, off in flight
+        (1, 0.6, 105),    # below the band (2): grow
+        (2, 0.6, 100),    # at the band: hold
+        (3, 0.6, 99),     # above it by 1: cut half the excess, rounded up, off in flight
         (0, 0.95, 100),   # KV above the ceiling: no growth
-        (4, 0.95, 98),    # and the band's top is 0: the queue is cut
+        (4, 0.95, 98),    # and the band is 0: the queue is cut
     ],
 )
 def test_at_the_band_and_under_kv_pressure(waiting: int, kv: float, expected: int) -> None:
     assert step(100, 100, reading(running=100, waiting=waiting, kv=kv)).limit == expected
-
-
-@pytest.mark.parametrize(
-    ("last_backoff_at", "now", "in_flight", "tuning", "expected"),
-    [
-        (None, 0.0, 100, GateTuning(), 50),
-        (None, 0.0, 100, GateTuning(capacity_backoff=0.25), 25),
-        (0.0, 0.5, 100, GateTuning(), 100),    # within one poll interval of the last cut
-        (0.0, 1.0, 100, GateTuning(), 50),
-        (None, 0.0, 5, GateTuning(), 4),       # the floor
-    ],
-)
-def test_a_capacity_outcome_backs_off_once_per_poll(
-    last_backoff_at: float | None, now: float, in_flight: int, tuning: GateTuning, expected: int
-) -> None:
-    before = Concurrency(limit=100, slow_start=True, last_backoff_at=last_backoff_at)
-    after = back_off(before, in_flight, now, GateConfig(tuning=tuning))
-    assert after.limit == expected
-    assert after.slow_start is (after is before)
 
 
 @pytest.mark.parametrize(

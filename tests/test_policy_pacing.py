@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 
 from pagegate.admission.policy import GateConfig, GateTuning
-from pagegate.admission.policy.pacing import (
+from pagegate.admission.policy._rates import (
     Bucket,
-    capacity,
-    full,
-    level,
+    Rates,
+    _capacity,
+    _level,
+    full_bucket,
     next_token_at,
-    rate,
+    pace_rate,
     take,
     whole_tokens,
 )
@@ -32,7 +33,7 @@ CFG = GateConfig()
 def test_refill_rate_follows_the_drain_above_a_floor(
     drained: float, tuning: GateTuning, expected: float
 ) -> None:
-    assert rate(drained, GateConfig(tuning=tuning)) == expected
+    assert pace_rate(Rates(drain_num=drained, drain_den=1.0), GateConfig(tuning=tuning)) == expected
 
 
 @pytest.mark.parametrize(
@@ -40,15 +41,15 @@ def test_refill_rate_follows_the_drain_above_a_floor(
     [
         (10.0, CFG, 10.0),                                               # one poll's worth
         (54.0, CFG, 54.0),
-        (10.0, GateConfig(poll_interval_seconds=0.1, stale_after_seconds=3.0), 4.0),  # C's floor
+        (10.0, GateConfig(poll_interval_seconds=0.1, stale_after_seconds=3.0), 4.0),  # C's start
         (10.0, GateConfig(initial_concurrency=2), 10.0),
-        (1.0, GateConfig(initial_concurrency=2), 2.0),                   # the floor follows C's
+        (1.0, GateConfig(initial_concurrency=2), 2.0),                   # it follows C's start
     ],
 )
 def test_the_bucket_holds_a_poll_of_tokens_but_never_fewer_than_c_floor(
     refill: float, config: GateConfig, size: float
 ) -> None:
-    assert capacity(refill, config) == size
+    assert _capacity(refill, config) == size
 
 
 @pytest.mark.parametrize(
@@ -65,7 +66,7 @@ def test_level_refills_with_time_up_to_the_size(
     tokens: float, elapsed: float, refill: float, level_after: float, whole: int
 ) -> None:
     bucket = Bucket(tokens, 5.0)
-    assert level(bucket, 5.0 + elapsed, refill, CFG) == pytest.approx(level_after)
+    assert _level(bucket, 5.0 + elapsed, refill, CFG) == pytest.approx(level_after)
     assert whole_tokens(bucket, 5.0 + elapsed, refill, CFG) == whole
 
 
@@ -78,7 +79,7 @@ def test_next_token_is_when_the_level_reaches_one(tokens: float, refill: float, 
 
 
 def test_a_page_takes_one_token_and_the_first_bucket_is_full() -> None:
-    bucket = full(7.0, CFG)
+    bucket = full_bucket(7.0, CFG)
     assert bucket == Bucket(10.0, 7.0)
     assert take(bucket, 7.0, 10.0, CFG) == Bucket(9.0, 7.0)
     assert take(Bucket(0.5, 0.0), 0.0, 10.0, CFG) == Bucket(0.0, 0.0)  # never negative

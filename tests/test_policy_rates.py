@@ -7,11 +7,11 @@ import math
 import pytest
 
 from pagegate.admission.policy import GateConfig
-from pagegate.admission.policy.rates import (
+from pagegate.admission.policy._rates import (
     Rates,
     add_latency,
+    drain,
     mean_latency,
-    measured_drain,
     pace_drain,
     sample_drain,
 )
@@ -49,8 +49,8 @@ def test_the_first_sample_only_starts_the_clock() -> None:
 
 
 def test_the_drain_is_completions_per_busy_second() -> None:
-    assert measured_drain(Rates(drain_num=30.0, drain_den=10.0)) == pytest.approx(3.0)
-    assert measured_drain(Rates()) == 0.0
+    assert drain(Rates(drain_num=30.0, drain_den=10.0)) == pytest.approx(3.0)
+    assert drain(Rates()) == 0.0
 
 
 def test_pacing_follows_the_last_polls_drain_in_a_ramp() -> None:
@@ -61,7 +61,7 @@ def test_pacing_follows_the_last_polls_drain_in_a_ramp() -> None:
         done += round(2 ** (t / 5))
         rates = sample_drain(rates, float(t), done, 100, CFG)
     now = 2 ** (30 / 5)                                  # 64 pages/s in the last second
-    assert measured_drain(rates) < 0.4 * now
+    assert drain(rates) < 0.4 * now
     assert pace_drain(rates) == pytest.approx(now, rel=0.2)
     assert pace_drain(Rates(drain_num=30.0, drain_den=10.0)) == pytest.approx(3.0)  # never below
     assert pace_drain(Rates()) == 0.0

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from pagegate.admission.policy import GateConfig, GateTuning, Reason
-from pagegate.admission.policy.signals import (
+from pagegate.admission.policy import GateConfig, Reason
+from pagegate.admission.policy._signals import (
     Signals,
     fold,
     out_of_order,
     pause_reason,
     release_hold,
-    scrape_failed,
     stalled,
     usable,
-    usable_since,
 )
 from pagegate.server.metrics import Reading
 
@@ -92,21 +92,20 @@ def test_a_preemption_is_a_rise_of_the_counter(
 
 
 @pytest.mark.parametrize(
-    ("generated", "running", "last_at", "stall_after", "is_stalled"),
+    ("generated", "running", "last_at", "window", "is_stalled"),
     [
         (100.0, 5, 61.0, 60.0, True),    # work held, no token for 61 s
-        (100.0, 5, 60.0, 60.0, False),   # exactly the limit: not yet
+        (100.0, 5, 60.0, 60.0, False),   # exactly one drain window: not yet
+        (100.0, 5, 31.0, 30.0, True),    # a shorter window
         (150.0, 5, 61.0, 60.0, False),   # tokens moved
         (100.0, 0, 61.0, 60.0, False),   # idle: nothing to generate
         (None, 5, 61.0, 60.0, False),    # no counter: no stall signal
-        (100.0, 5, 61.0, None, False),   # detection off
     ],
 )
-def test_stall_is_work_without_tokens_for_stall_after(
-    generated: float | None, running: int, last_at: float, stall_after: float | None,
-    is_stalled: bool,
+def test_stall_is_work_without_tokens_for_a_drain_window(
+    generated: float | None, running: int, last_at: float, window: float, is_stalled: bool,
 ) -> None:
-    config = GateConfig(tuning=GateTuning(stall_after_seconds=stall_after))
+    config = GateConfig(drain_window_seconds=window)
     signals = seen(reading(0.0, running=5, generated=100.0),
                    reading(last_at, running=running, generated=generated), config=config)
     assert stalled(signals, config) is is_stalled
@@ -122,7 +121,7 @@ def test_stall_is_work_without_tokens_for_stall_after(
         (seen(reading(0.0)), 5.01, Reason.STALE, Reason.STALE),
         (seen(reading(0.0, healthy=False)), 0.0, Reason.UNHEALTHY, Reason.UNHEALTHY),
         # one failed scrape: pages still flow on a fresh reading, releases wait
-        (scrape_failed(seen(reading(0.0))), 1.0, None, Reason.SCRAPE_FAILED),
+        (replace(seen(reading(0.0)), last_scrape_ok=False), 1.0, None, Reason.SCRAPE_FAILED),
     ],
 )
 def test_pause_and_release_holds(
@@ -135,8 +134,6 @@ def test_pause_and_release_holds(
 def test_usable_readings_move_the_usable_clock_and_others_do_not() -> None:
     signals = seen(reading(3.0), reading(4.0, healthy=False))
     assert signals.last_usable_at == 3.0
-    assert usable_since(signals, started_at=0.0) == 3.0
-    assert usable_since(Signals(), started_at=10.0) == 10.0
 
 
 def test_an_older_reading_is_out_of_order() -> None:

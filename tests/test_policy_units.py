@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pagegate.admission.policy import GateConfig, Reason
-from pagegate.admission.policy.units import (
+from pagegate.admission.policy._units import (
     Units,
     completed,
     give_back,

@@ -1,15 +1,11 @@
 """The runtime admission gate: enforces what the pure policy decides.
 
-One task, the decision loop, owns every release and every page dispatch, so release
-decisions are serialized by construction: waiters only wait on a future, and no
-"check, then release" path exists that two coroutines could run at once (the race
-olmOCR PR #316 tried to fix with a lock). The loop wakes on a new reading, a page
-finishing, a new waiter, or a timer from the injected clock, and on each wake makes one
-release decision (at most one unit) before admitting the pages the policy allows.
-
-A second task (scraper.py) scrapes the metrics source every poll interval and only
-queues what it got for the loop; a failed or timed-out scrape is queued as a failure,
-never as zeros. What the gate shows of itself (snapshot, signals) is gate_view.py.
+Every event (a scrape, a page joining, leaving or finishing, a timer) goes through one
+call of the pure `step`, which makes at most one release decision and says which waiting
+pages go in flight; the gate resolves their futures. Steps never await, so release
+decisions are serialized by construction: no "check, then release" path exists that two
+coroutines could run at once. A scraper task (scraper.py) feeds the scrapes, a timer task
+the wakes the last step asked for. What the gate shows of itself is gate_view.py.
 
 Permits always come back (success, exception, cancellation, timeout), closing the gate
 fails every waiter with GateClosedError, and a pause that outlasts
@@ -36,31 +32,22 @@ from pagegate.admission.gate_view import (
 )
 from pagegate.admission.metrics import MetricsPoller
 from pagegate.admission.policy import (
+    Actions,
+    Event,
+    Finished,
     GateConfig,
     GateState,
+    Joined,
+    Left,
     Reason,
     ReleaseDecision,
-    add_waiter,
-    apply_release,
-    decide_release,
-    dispatch,
+    ScrapeFailed,
+    Tick,
+    drain_rate,
     initial_state,
-    next_wake_at,
-    observe,
-    observe_failure,
-    on_outcome,
-    page_allowance,
-    pause_reason,
-    remove_waiter,
-    unavailable,
+    step,
 )
-from pagegate.admission.scraper import (
-    MetricsSource,
-    OnTheWire,
-    Scrape,
-    ScrapeFailure,
-    poll_forever,
-)
+from pagegate.admission.scraper import MetricsSource, OnTheWire, poll_forever
 from pagegate.admission.timing import wait_for_event
 from pagegate.admission.waiters import Admitted, GatePermit, Waiters
 from pagegate.clock import Clock, MonotonicClock
@@ -90,8 +77,8 @@ class Gate:
         self._clock: Clock = clock or MonotonicClock()
         self._state = initial_state(self._clock.now(), config)
         self._waiters = Waiters()
-        self._scrapes: list[Scrape | ScrapeFailure] = []
-        self._wake = asyncio.Event()
+        self._wake_at: float | None = None
+        self._rescheduled = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._closed = False
         self._owned_poller: MetricsPoller | None = None
@@ -125,26 +112,30 @@ class Gate:
         if self._tasks:
             return
         poll = poll_forever(self._metrics, self._clock, self.config,
-                            on_the_wire=self._on_the_wire, deliver=self._deliver)
+                            on_the_wire=self._on_the_wire, deliver=self._step)
         self._tasks = [
             asyncio.create_task(poll, name="pagegate-gate-poll"),
-            asyncio.create_task(self._decide_forever(), name="pagegate-gate-loop"),
+            asyncio.create_task(self._tick_forever(), name="pagegate-gate-timer"),
         ]
         for task in self._tasks:
             task.add_done_callback(self._on_task_done)
 
     def _on_task_done(self, task: asyncio.Task[None]) -> None:
-        """A loop that dies of a bug must not leave pages waiting forever: close the gate."""
-        if task.cancelled() or task.exception() is None or self._closed:
+        """A task that dies of a bug must not leave pages waiting forever: close the gate."""
+        if not task.cancelled() and task.exception() is not None:
+            self._break(f"{task.get_name()} failed", task.exception())
+
+    def _break(self, what: str, error: BaseException | None) -> None:
+        """Close the gate on a bug and fail every waiter with GateClosedError caused by it."""
+        if self._closed:
             return
-        error = task.exception()
-        logger.critical("gate task %s failed; closing the gate", task.get_name(), exc_info=error)
+        logger.critical("gate %s; closing the gate", what, exc_info=error)
         self._closed = True
         for other in self._tasks:
             other.cancel()
-        failure = GateClosedError(f"gate closed: {task.get_name()} failed: {error!r}")
+        failure = GateClosedError(f"gate closed: {what}: {error!r}")
         failure.__cause__ = error
-        self._fail_waiters(failure)
+        self._waiters.fail_all(failure)
 
     async def aclose(self) -> None:
         """Stop deciding, fail every waiter with GateClosedError; pages in flight go on."""
@@ -182,8 +173,7 @@ class Gate:
         if not self._tasks:
             raise RuntimeError("gate not started: use `async with gate` or `await gate.start()`")
         future = self._waiters.join()
-        self._state = add_waiter(self._state)
-        self._wake.set()
+        self._step(Joined())
         try:
             admitted = await future
         except BaseException:
@@ -208,86 +198,66 @@ class Gate:
         if not future.done():
             future.cancel()
         if future.cancelled():
-            self._state = remove_waiter(self._state)
+            if self._waiters.discard(future):
+                self._step(Left())
         elif future.exception() is None:  # admitted at the moment it was cancelled
             self._finish_page(future.result(), Outcome.CANCELLED)
 
     def _finish_page(self, admitted: Admitted, outcome: Outcome) -> None:
-        self._state = on_outcome(
-            self._state,
-            outcome,
-            admitted.unit_id,
-            self._clock.now(),
-            self.config,
-            dispatched_at=admitted.at,
-        )
         self._outcomes[outcome.value] += 1
-        self._wake.set()
+        self._step(Finished(outcome, admitted.unit_id, admitted.at))
 
-    def _fail_waiters(self, error: BaseException) -> int:
-        """Fail every page still waiting; returns how many there were."""
+    def _fail_waiters(self, error: BaseException) -> None:
+        """Fail every page still waiting (the gate closes)."""
         failed = self._waiters.fail_all(error)
-        for _ in range(failed):
-            self._state = remove_waiter(self._state)
-        return failed
+        if failed:
+            self._step(Left(failed))
 
-    # ------------------------------------------------------------------ tasks
+    # ------------------------------------------------------------------ steps
 
-    def _deliver(self, scrape: Scrape | ScrapeFailure) -> None:
-        self._scrapes.append(scrape)
-        self._wake.set()
+    def _step(self, event: Event) -> None:
+        """One pure step, then what it says: log, fail or admit waiters, reschedule. A bug
+        in it closes the gate rather than leave pages waiting."""
+        try:
+            self._advance(event)
+        except Exception as error:
+            self._break("step failed", error)
 
-    async def _decide_forever(self) -> None:
-        while True:
-            self._wake.clear()
-            now = self._clock.now()
-            self._absorb_scrapes()
-            decision = self._decide(now)
-            self._note_pause(now)
-            if self._waiters and unavailable(self._state, now, self.config):
-                failed = self._fail_waiters(
-                    ServerUnavailableError("server unavailable; admission paused too long")
-                )
-                self._unavailable_failures += failed
-                logger.error(
-                    "no usable reading for %.0f s (%s): failed %d waiting pages",
-                    self.config.unavailable_after_seconds or 0.0,
-                    self._paused,
-                    failed,
-                )
-            self._dispatch(now)
-            if decision.release:  # what the next wake waits for is the post-release view
-                decision = decide_release(self._state, now, self.config)
-            await self._sleep_until(next_wake_at(self._state, decision, now, self.config))
+    def _advance(self, event: Event) -> None:
+        now = self._clock.now()
+        cancelled = self._waiters.drop_cancelled()
+        if cancelled:  # their own handlers see they were dropped and settle nothing
+            self._state, actions = step(self._state, Left(cancelled), now, self.config)
+            self._act(actions, now)
+        if isinstance(event, ScrapeFailed):
+            self._last_scrape_error = event.error
+        self._state, actions = step(self._state, event, now, self.config)
+        self._act(actions, now)
 
-    def _absorb_scrapes(self) -> None:
-        scrapes, self._scrapes = self._scrapes, []
-        for scrape in scrapes:
-            if isinstance(scrape, ScrapeFailure):
-                self._state = observe_failure(self._state, scrape.at, self.config)
-                self._last_scrape_error = scrape.error
-            else:
-                self._state = observe(
-                    self._state,
-                    scrape.reading,
-                    self.config,
-                    in_flight_at_scrape=scrape.in_flight_at_start,
-                    sent_at_scrape=scrape.sent_at_start,
-                )
-
-    def _decide(self, now: float) -> ReleaseDecision:
-        decision = decide_release(self._state, now, self.config)
+    def _act(self, actions: Actions, now: float) -> None:
+        decision = actions.decision
         self._decision = decision
         if decision.release:
-            self._state = apply_release(self._state, decision, now, self.config)
             reading = self._state.reading
             assert reading is not None  # a release always rests on a reading
-            self._last_release = Release(now, decision.pages, reading)
+            self._last_release = Release(now, decision.pages, reading, drain_rate(self._state))
             logger.info("%s", release_line(self._state, self.config, self._last_release))
-        return decision
+        self._note_pause(actions.paused)
+        if actions.unavailable:
+            failed = self._waiters.fail_all(
+                ServerUnavailableError("server unavailable; admission paused too long"))
+            self._unavailable_failures += failed
+            logger.error("no usable reading for %.0f s (%s): failed %d waiting pages",
+                         self.config.unavailable_after_seconds or 0.0, actions.paused, failed)
+        for unit_id in actions.admitted:
+            future = self._waiters.next_live()
+            assert future is not None, "the policy admitted more pages than wait"
+            future.set_result(Admitted(unit_id, now))
+        if actions.wake_at != self._wake_at:
+            self._wake_at = actions.wake_at
+            self._rescheduled.set()
 
-    def _note_pause(self, now: float) -> None:
-        reason = pause_reason(self._state, now, self.config)
+    def _note_pause(self, reason: Reason | None) -> None:
         if reason is not None and self._paused is None:
             self._pauses += 1
             logger.warning(
@@ -297,25 +267,23 @@ class Gate:
             logger.info("admission open (was: %s)", self._paused)
         self._paused = reason
 
-    def _dispatch(self, now: float) -> None:
-        while self._waiters and page_allowance(self._state, now, self.config) > 0:
-            future = self._waiters.next_live()
-            if future is None:
-                return
-            self._state, unit_id = dispatch(self._state, now, self.config)
-            future.set_result(Admitted(unit_id, now))
-
-    async def _sleep_until(self, deadline: float | None) -> None:
-        if self._wake.is_set():
-            return
-        if deadline is None:
-            await self._wake.wait()
-            return
-        delay = deadline - self._clock.now()
-        if delay <= 0:
-            await asyncio.sleep(0)
-            return
-        await wait_for_event(self._wake, self._clock, delay)
+    async def _tick_forever(self) -> None:
+        """Step at the time the last step asked for (a cooldown's end, a token, a deadline)."""
+        self._step(Tick())
+        while True:
+            self._rescheduled.clear()
+            deadline = self._wake_at
+            if deadline is None:
+                await self._rescheduled.wait()
+                continue
+            delay = deadline - self._clock.now()
+            if delay > 0:
+                await wait_for_event(self._rescheduled, self._clock, delay)
+                if self._rescheduled.is_set():
+                    continue
+            else:
+                await asyncio.sleep(0)
+            self._step(Tick())
 
     # ------------------------------------------------------------------ inspection
 

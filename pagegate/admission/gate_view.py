@@ -12,6 +12,7 @@ from pagegate.admission.policy import (
     GateState,
     ReleaseDecision,
     drain_rate,
+    frontend_latency,
     frontend_tolerance,
     mean_latency,
     pause_reason,
@@ -23,11 +24,13 @@ from pagegate.server.metrics import Reading
 
 @dataclass(frozen=True, slots=True)
 class Release:
-    """The last release: when, how many pages, and the reading that allowed it."""
+    """The last release: when, how many pages, the reading that allowed it, and the drain
+    that sized it."""
 
     at: float
     pages: int
     reading: Reading
+    drain: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,13 +48,13 @@ class RuntimeCounts:
 
 def release_line(state: GateState, config: GateConfig, release: Release) -> str:
     """The log line of a release, with the reading that justified it."""
-    r, drained = release.reading, drain_rate(state)
+    r = release.reading
     return (
         f"release {state.units_released}: unit of {release.pages} pages; waiting={r.waiting} "
         f"running={r.running} kv={r.kv_usage:.2f} peak={state.peak:.1f} "
         f"(threshold {config.peak_ratio * state.peak:.1f}) C={state.limit} "
         f"in_flight={state.in_flight} queued={state.queued} "
-        f"drain={drained:.2f} pages/s"
+        f"drain={release.drain:.2f} pages/s"
     )
 
 
@@ -81,12 +84,13 @@ def gate_snapshot(
         "outcomes": dict(counts.outcomes),
         "open_credits": state.open_credits,
         "concurrency_limit": state.limit,
-        "slow_start": state.slow_start,
+        "slow_start": state.concurrency.slow_start,
+        "limit_case": str(state.concurrency.case),
         "peak": state.peak,
         "release_threshold": config.peak_ratio * state.peak,
         "waiting_band": waiting_band(state, config),
         "queue_estimate": state.queue,
-        "frontend_latency": state.front_latency,
+        "frontend_latency": frontend_latency(state),
         "frontend_tolerance": frontend_tolerance(state),
         "drain_rate": drain_rate(state),
         "mean_latency": mean_latency(state),
@@ -95,6 +99,7 @@ def gate_snapshot(
         "releases": state.units_released,
         "last_release_at": None if release is None else release.at,
         "last_release_pages": None if release is None else release.pages,
+        "last_release_drain": None if release is None else release.drain,
         "last_release_reading": None if release is None else asdict(release.reading),
         "last_decision": None if decision is None else str(decision.reason),
         "paused": None if paused is None else str(paused),

@@ -16,28 +16,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
-from pagegate.admission.policy import GateConfig
+from pagegate.admission.policy import GateConfig, Scraped, ScrapeFailed
 from pagegate.admission.timing import within
 from pagegate.clock import Clock
 from pagegate.server.metrics import Reading
 
 MetricsSource = Callable[[], Awaitable[Reading]]
 """An async callable returning a fresh Reading, or raising when none can be had."""
-
-
-@dataclass(frozen=True, slots=True)
-class Scrape:
-    reading: Reading
-    in_flight_at_start: int  # our requests on the wire when the scrape started
-    sent_at_start: int = 0   # our requests sent in all by then
-
-
-@dataclass(frozen=True, slots=True)
-class ScrapeFailure:
-    at: float
-    error: str
 
 
 class OnTheWire:
@@ -73,7 +59,7 @@ async def poll_forever(
     config: GateConfig,
     *,
     on_the_wire: Callable[[], tuple[int, int]],
-    deliver: Callable[[Scrape | ScrapeFailure], None],
+    deliver: Callable[[Scraped | ScrapeFailed], None],
 ) -> None:
     """Scrape, deliver, sleep one poll interval; until cancelled.
 
@@ -90,7 +76,7 @@ async def poll_forever(
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            deliver(ScrapeFailure(clock.now(), repr(exc)))
+            deliver(ScrapeFailed(repr(exc)))
         else:
-            deliver(Scrape(reading, in_flight, sent))
+            deliver(Scraped(reading, in_flight, sent))
         await clock.sleep(config.poll_interval_seconds)

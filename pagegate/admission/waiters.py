@@ -36,13 +36,28 @@ class Waiters:
         return future
 
     def next_live(self) -> asyncio.Future[Admitted] | None:
-        """The oldest waiter still waiting (cancelled ones are dropped: their own
-        handler settles their count), or None."""
+        """The oldest waiter still waiting, or None."""
         while self._queue:
             future = self._queue.popleft()
             if not future.done():
                 return future
         return None
+
+    def discard(self, future: asyncio.Future[Admitted]) -> bool:
+        """Forget a waiter that gave up; False if it was already dropped."""
+        try:
+            self._queue.remove(future)
+        except ValueError:
+            return False
+        return True
+
+    def drop_cancelled(self) -> int:
+        """Forget the waiters cancelled but not yet settled by their own handler."""
+        live = [future for future in self._queue if not future.cancelled()]
+        dropped = len(self._queue) - len(live)
+        if dropped:
+            self._queue = collections.deque(live)
+        return dropped
 
     def fail_all(self, error: BaseException) -> int:
         """Fail every page still waiting; returns how many there were."""

@@ -1,23 +1,7 @@
-"""Units of page credits: the four user rules that govern releases, and how big a unit is.
+"""Units of page credits: the four user rules that govern releases, and a unit's size.
 
-A release grants one unit of credits; waiting pages take them in FIFO order whatever
-group they belong to, so a unit may span small groups. A credit is spent when its page
-goes in flight; a page the server did not finish (CAPACITY, CANCELLED) returns its credit
-to its unit, so a retry can take it.
-
-The four user rules (olmOCR's):
-  1. serialized: one decision at a time and at most one unit per decision (the runtime
-     has one decision loop), never two releases within one cooldown;
-  2. peak ratio: no release while the server's waiting count is above peak_ratio x peak;
-  3. cooldown: at least cooldown_seconds between releases; the first release comes as
-     soon as the server is ready and idle;
-  4. progress: no release until a page of the previous unit has completed.
-A release also needs demand (waiting pages without credit) and the last unit used up,
-unless the page level has more room than the credits left.
-
-A unit is `unit_pages` pages, or what the server drains in two cooldowns if that is more,
-so a fast server never idles while a cooldown holds the next release. Units only bound
-how much work is promised; the page level keeps the server safe.
+A release grants one unit of credits; waiting pages spend them oldest unit first, and a
+page the server did not finish returns its credit to its unit, so a retry can take it.
 """
 
 from __future__ import annotations
@@ -25,8 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from pagegate.admission.policy.config import GateConfig
-from pagegate.admission.policy.reasons import Reason, ReleaseDecision, hold
+from pagegate.admission.policy._config import GateConfig
+from pagegate.admission.policy._reasons import Reason, ReleaseDecision, hold
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +23,6 @@ class Units:
     @property
     def open_credits(self) -> int:
         return sum(n for _, n in self.credits)
-
-
-# ---------------------------------------------------------------------------- credits
 
 
 def spend(units: Units) -> tuple[Units, int]:
@@ -63,29 +44,20 @@ def completed(units: Units, unit_id: int) -> Units:
     return replace(units, unit_completed=units.unit_completed + (unit_id == units.units_released))
 
 
-# ---------------------------------------------------------------------------- releases
-
-
 def release_rules(
-    units: Units,
-    *,
-    queued: int,
-    room: int,
-    waiting: int,
-    peak: float,
-    now: float,
+    units: Units, *, queued: int, room: int, waiting: int, peak: float, now: float,
     config: GateConfig,
 ) -> ReleaseDecision | None:
     """The first rule that holds a release back, or None when a unit may go now.
 
-    `room` is what C and the cap still let in flight; `waiting` and `peak` come from a
-    good, fresh reading (the readings' own conditions are checked before).
+    Beside the four user rules a release needs demand (waiting pages without credit) and
+    the last unit used up, unless C has more room than the credits left.
     """
     open_credits = units.open_credits
     if queued <= open_credits:
         return hold(Reason.NO_DEMAND)
     if 0 < open_credits >= room:
-        return hold(Reason.CREDITS_LEFT)  # and the page level could not use more now
+        return hold(Reason.CREDITS_LEFT)
     if units.last_release_at is not None:
         ready_at = units.last_release_at + config.cooldown_seconds
         if now < ready_at:
@@ -100,13 +72,7 @@ def release_rules(
 def grant(units: Units, pages: int, now: float) -> Units:
     """Release a unit of `pages` credits now."""
     unit_id = units.units_released + 1
-    return replace(
-        units,
-        credits=(*units.credits, (unit_id, pages)),
-        units_released=unit_id,
-        last_release_at=now,
-        unit_completed=0,
-    )
+    return Units((*units.credits, (unit_id, pages)), unit_id, now, 0)
 
 
 def size(drain: float, config: GateConfig) -> int:

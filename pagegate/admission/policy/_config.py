@@ -1,0 +1,105 @@
+"""The gate's settings: what a user sets (GateConfig) and the controller's constants (GateTuning).
+
+docs/admission.md gives each value and the ablation figure that keeps it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+
+class GateTuning(NamedTuple):
+    """The controller's constants. A user never sets them; tests scale them down.
+
+    A NamedTuple, so that `dataclasses.asdict(config)` keeps it as one value.
+    """
+
+    frontend_smoothing_polls: float = 4.0     # the front end's Little's-law window, in polls
+    waiting_band_min: float = 2.0             # the band's floor, in requests
+    refill_peak_cap: float = 2.0              # the band's refill term, at most this many peaks
+    far_below_share: float = 0.5              # "far below": C under this share of the peak,
+                                              # or KV use under this share of the ceiling
+    excess_cut_share: float = 0.5             # a queue cut takes this share of the excess
+    additive_growth_fraction: float = 0.05    # C's growth after slow start, per reading
+    slow_start_per_completion: float = 2.0    # slow start's step per page back without KV room
+    kv_signal_floor: float = 0.05             # below this KV use, KV per request is noise
+    preemption_backoff: float = 0.9           # a preemption cuts C to this share in flight
+    pace_min_rate: float = 10.0               # the bucket's floor, pages/s
+    pace_gain: float = 4.0                    # the bucket refills at this multiple of the drain
+    pace_window_polls: float = 2.0            # the recent drain's window, in polls
+
+    def problems(self) -> list[str]:
+        """What is inconsistent in these constants (empty when nothing is)."""
+        below_one = ("kv_signal_floor", "preemption_backoff")
+        up_to_one = ("far_below_share", "excess_cut_share")
+        positive = ("frontend_smoothing_polls", "pace_min_rate", "pace_window_polls")
+        at_least = {"waiting_band_min": 0.0, "refill_peak_cap": 0.0,
+                    "additive_growth_fraction": 0.0, "slow_start_per_completion": 1.0,
+                    "pace_gain": 1.0}
+        values = self._asdict()
+        return (
+            [f"{name} must be in (0, 1)" for name in below_one if not 0.0 < values[name] < 1.0]
+            + [f"{name} must be in (0, 1]" for name in up_to_one if not 0.0 < values[name] <= 1.0]
+            + [f"{name} must be > 0" for name in positive if not values[name] > 0.0]
+            + [f"{name} must be >= {low:g}" for name, low in at_least.items()
+               if not values[name] >= low]
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GateConfig:
+    """What a user sets: the AdmissionGate Block's fields. Defaults are olmOCR's where it had one."""
+
+    # The four user rules (olmOCR's values).
+    peak_ratio: float = 0.1
+    cooldown_seconds: float = 30.0
+    require_progress: bool = True
+    # Hard bounds.
+    max_in_flight_pages: int = 1600
+    kv_cache_ceiling: float = 0.9
+    page_latency_limit_seconds: float | None = 150.0
+    # Readings.
+    poll_interval_seconds: float = 1.0
+    stale_after_seconds: float = 5.0
+    scrape_timeout_seconds: float = 4.0
+    peak_half_life_seconds: float = 600.0
+    unavailable_after_seconds: float | None = 900.0
+    # Starting points and the rates' memory.
+    unit_pages: int = 1024
+    initial_concurrency: int = 4
+    drain_window_seconds: float = 60.0
+    # The controller's constants (not a user setting).
+    tuning: GateTuning = field(default_factory=GateTuning)
+
+    def __post_init__(self) -> None:
+        checks = [
+            (0.0 <= self.peak_ratio <= 1.0, "peak_ratio must be in [0, 1]"),
+            (self.cooldown_seconds >= 0.0, "cooldown_seconds must be >= 0"),
+            (self.max_in_flight_pages >= 1, "max_in_flight_pages must be >= 1"),
+            (0.0 < self.kv_cache_ceiling <= 1.0, "kv_cache_ceiling must be in (0, 1]"),
+            (self.page_latency_limit_seconds is None or self.page_latency_limit_seconds > 0.0,
+             "page_latency_limit_seconds must be > 0 or None"),
+            (self.poll_interval_seconds > 0.0, "poll_interval_seconds must be > 0"),
+            (self.stale_after_seconds > self.poll_interval_seconds,
+             "stale_after_seconds must exceed poll_interval_seconds"),
+            (self.scrape_timeout_seconds > 0.0, "scrape_timeout_seconds must be > 0"),
+            (self.peak_half_life_seconds > 0.0, "peak_half_life_seconds must be > 0"),
+            (self.unavailable_after_seconds is None or self.unavailable_after_seconds > 0.0,
+             "unavailable_after_seconds must be > 0 or None"),
+            (self.unit_pages >= 1, "unit_pages must be >= 1"),
+            (self.initial_concurrency >= 1, "initial_concurrency must be >= 1"),
+            (self.drain_window_seconds > 0.0, "drain_window_seconds must be > 0"),
+        ]
+        problems = [message for ok, message in checks if not ok]
+        if isinstance(self.tuning, GateTuning):
+            problems += self.tuning.problems()
+        else:
+            problems.append("tuning must be a GateTuning")
+        if problems:
+            raise ValueError("invalid GateConfig: " + "; ".join(problems))
+
+    @property
+    def concurrency_start(self) -> int:
+        """C's start, and its floor: never above the hard cap."""
+        return min(self.initial_concurrency, self.max_in_flight_pages)

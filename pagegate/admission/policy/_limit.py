@@ -1,0 +1,131 @@
+"""The adaptive concurrency limit C: how many credited pages may be in flight.
+
+C steers the server's queue to a small band on each usable reading (`update`); it starts
+at `initial_concurrency`, never falls below it, and never passes `max_in_flight_pages`.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, replace
+
+from pagegate.admission.policy._config import GateConfig
+from pagegate.server.metrics import Reading
+
+FLOAT_SLACK = 1e-9
+"""Float arithmetic may leave 7.9999999 where 8 is meant; count it as the whole number."""
+
+
+class Case(enum.StrEnum):
+    """Which rule of `update` set C."""
+
+    PREEMPTED = "preempted"
+    ABOVE_BAND = "above_band"
+    SLOW_START = "slow_start"
+    ADDITIVE = "additive"
+    HOLD = "hold"
+
+
+@dataclass(frozen=True, slots=True)
+class Concurrency:
+    limit: int                               # C
+    slow_start: bool = True
+    cut_running: int = 0                     # running at the last cut above the band
+    acked: int = 0                           # pages back since the last usable reading
+    estimated: bool = False                  # the first reading's KV start was applied
+    case: Case = Case.HOLD                   # the rule of the last update
+
+
+def waiting_band(peak: float, drain: float, transit: float, config: GateConfig) -> float:
+    """band = max(waiting_band_min, min(refill_peak_cap x peak, drain x (poll + transit)))."""
+    tuning = config.tuning
+    refill = drain * (config.poll_interval_seconds + transit)
+    return max(tuning.waiting_band_min, min(tuning.refill_peak_cap * peak, refill))
+
+
+def update(
+    c: Concurrency, reading: Reading, *, queue: float, peak: float, in_flight: int,
+    preempted: bool, drain: float, transit: float, latency: float | None, config: GateConfig,
+) -> Concurrency:
+    """C on a usable reading; n = in flight, q = queue, band as `waiting_band` (0 while KV
+    use > kv_cache_ceiling), acked = pages back since the last reading:
+
+    C  = max(C, floor(kv_max_concurrency x kv_cache_ceiling))   first reading only
+    PREEMPTED   a preemption:         C' = floor(preemption_backoff x n), slow start ends
+    ABOVE_BAND  q > band:             C' = min(C, n - ceil(excess_cut_share x (q - band)));
+                slow start ends unless the cache is far below the ceiling and running grew
+    SLOW_START  q < band, acked > 0, in slow start or C < far_below_share x peak:
+                                      C' = C + min(C, KV room, or slow_start_per_completion x acked
+                                                   where KV use < kv_signal_floor)
+    ADDITIVE    q < band, acked > 0:  C' = C + min(acked, max(1, ceil(additive_growth_fraction x C)))
+    HOLD        otherwise:            C' = C
+    then, while the mean page latency > page_latency_limit: C' = min(C', C, ceil(drain x limit)),
+    and C' within [initial_concurrency, max_in_flight_pages].
+    """
+    tuning = config.tuning
+    c = _first_estimate(c, reading, config)
+    acked, limit, slow_start, case = c.acked, c.limit, c.slow_start, Case.HOLD
+    c = replace(c, acked=0)
+    pressured = reading.kv_usage > config.kv_cache_ceiling
+    band = 0.0 if pressured else waiting_band(peak, drain, transit, config)
+    if preempted:
+        limit = min(limit, math.floor(in_flight * tuning.preemption_backoff))
+        slow_start, case = False, Case.PREEMPTED
+    elif queue > band:
+        excess = math.ceil((queue - band) * tuning.excess_cut_share)
+        slow_start = slow_start and _filling(reading, config) and reading.running > c.cut_running
+        limit, case = min(limit, in_flight - excess), Case.ABOVE_BAND
+        c = replace(c, cut_running=reading.running)
+    elif queue < band and acked > 0:
+        if slow_start or _far_below_peak(limit, peak, config):
+            room = _kv_room(reading, config)
+            if room is None:
+                room = math.floor(acked * tuning.slow_start_per_completion + FLOAT_SLACK)
+            limit, case = limit + min(limit, room), Case.SLOW_START
+        else:
+            limit += min(acked, max(1, math.ceil(limit * tuning.additive_growth_fraction)))
+            case = Case.ADDITIVE
+    bound = config.page_latency_limit_seconds
+    if latency is not None and bound is not None and latency > bound and drain > 0.0:
+        ceiling = min(c.limit, math.ceil(drain * bound))
+        if limit > ceiling:
+            limit, slow_start = ceiling, False
+    return _clamped(replace(c, case=case), limit, slow_start, config)
+
+
+def _filling(reading: Reading, config: GateConfig) -> bool:
+    return reading.kv_usage < config.kv_cache_ceiling * config.tuning.far_below_share
+
+
+def _far_below_peak(limit: int, peak: float, config: GateConfig) -> bool:
+    return limit < peak * config.tuning.far_below_share
+
+
+def _first_estimate(c: Concurrency, reading: Reading, config: GateConfig) -> Concurrency:
+    if c.estimated:
+        return c
+    c = replace(c, estimated=True)
+    if reading.kv_max_concurrency is None:
+        return c
+    held = math.floor(reading.kv_max_concurrency * config.kv_cache_ceiling + FLOAT_SLACK)
+    return c if held <= c.limit else _clamped(c, held, c.slow_start, config)
+
+
+def _kv_room(reading: Reading, config: GateConfig) -> int | None:
+    """Requests the cache could still take at the current KV per request (at least 1);
+    None below kv_signal_floor or with nothing running."""
+    kv, running = reading.kv_usage, reading.running
+    if kv <= config.tuning.kv_signal_floor or running <= 0:
+        return None
+    return max(1, math.floor(running * (config.kv_cache_ceiling - kv) / kv + FLOAT_SLACK))
+
+
+def room(c: Concurrency, in_flight: int, config: GateConfig) -> int:
+    """Pages C and the hard cap still let in flight (negative after a cut)."""
+    return min(c.limit, config.max_in_flight_pages) - in_flight
+
+
+def _clamped(c: Concurrency, limit: int, slow_start: bool, config: GateConfig) -> Concurrency:
+    limit = min(config.max_in_flight_pages, max(config.concurrency_start, limit))
+    return replace(c, limit=limit, slow_start=slow_start)

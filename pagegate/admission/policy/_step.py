@@ -1,0 +1,329 @@
+"""The gate's one pure step: fold an event in, make one release decision, admit what may go,
+and say when to look again. The runtime (gate.py) calls it on every event and timer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from pagegate.admission.base import Outcome
+from pagegate.admission.policy import _frontend, _limit, _rates, _signals, _units
+from pagegate.admission.policy._config import GateConfig
+from pagegate.admission.policy._limit import Concurrency
+from pagegate.admission.policy._rates import Bucket, Rates
+from pagegate.admission.policy._reasons import Reason, ReleaseDecision, hold
+from pagegate.admission.policy._signals import AckClock, Signals
+from pagegate.admission.policy._units import Units
+from pagegate.server.metrics import Reading
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GateState:
+    """Everything the policy remembers. Build the first one with `initial_state`."""
+
+    started_at: float
+    concurrency: Concurrency
+    bucket: Bucket
+    signals: Signals = field(default_factory=Signals)
+    front: _frontend.FrontEnd = field(default_factory=_frontend.FrontEnd)
+    rates: Rates = field(default_factory=Rates)
+    acks: AckClock = field(default_factory=AckClock)
+    units: Units = field(default_factory=Units)
+    queued: int = 0                              # pages waiting at the gate
+    in_flight: int = 0                           # pages holding a permit
+    admitted_total: int = 0
+    completed_total: int = 0
+
+    @property
+    def reading(self) -> Reading | None:
+        return self.signals.reading
+
+    @property
+    def peak(self) -> float:
+        return self.signals.peak
+
+    @property
+    def queue(self) -> float:
+        return self.signals.queue
+
+    @property
+    def limit(self) -> int:
+        return self.concurrency.limit
+
+    @property
+    def open_credits(self) -> int:
+        return self.units.open_credits
+
+    @property
+    def units_released(self) -> int:
+        return self.units.units_released
+
+
+def initial_state(now: float, config: GateConfig) -> GateState:
+    return GateState(started_at=now, concurrency=Concurrency(limit=config.concurrency_start),
+                     bucket=_rates.full_bucket(now, config))
+
+
+# ------------------------------------------------------------------ events and actions
+
+
+@dataclass(frozen=True, slots=True)
+class Scraped:
+    """A good scrape; `in_flight` and `sent`: our requests on the wire and sent in all when
+    it started (without them the front end is no signal)."""
+
+    reading: Reading
+    in_flight: int | None = None
+    sent: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScrapeFailed:
+    """A scrape failed or timed out: a missing reading, never a zero one."""
+
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Joined:
+    """A page waits at the gate."""
+
+
+@dataclass(frozen=True, slots=True)
+class Left:
+    """`pages` waiting pages gave up (cancelled, or failed by the gate closing)."""
+
+    pages: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """A page gave its permit back; `dispatched_at`: when it went in flight."""
+
+    outcome: Outcome
+    unit_id: int
+    dispatched_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Time passed (the wake the last step asked for)."""
+
+
+Event = Scraped | ScrapeFailed | Joined | Left | Finished | Tick
+
+
+@dataclass(frozen=True, slots=True)
+class Actions:
+    decision: ReleaseDecision        # a unit released, or the rule that held it
+    admitted: tuple[int, ...]        # unit ids of the pages put in flight, oldest waiter first
+    paused: Reason | None            # why pages may not flow now
+    unavailable: bool                # paused past unavailable_after: the waiters were failed
+    wake_at: float | None            # step again then, even if no event comes
+
+
+def step(state: GateState, event: Event, now: float, config: GateConfig
+         ) -> tuple[GateState, Actions]:
+    """Fold `event` in; release at most one unit; fail the waiters if the server has been
+    unusable past unavailable_after; put in flight every waiting page that may go now."""
+    state = fold(state, event, now, config)
+    decision = decide_release(state, now, config)
+    if decision.release:
+        state = replace(state, units=_units.grant(state.units, decision.pages, now))
+    paused = pause_reason(state, now, config)
+    failing = state.queued > 0 and _unavailable(state, paused, now, config)
+    if failing:
+        state = replace(state, queued=0)
+    admitted: list[int] = []
+    while page_allowance(state, now, config) > 0:
+        state, unit_id = _dispatch(state, now, config)
+        admitted.append(unit_id)
+    after = decide_release(state, now, config) if decision.release else decision
+    return state, Actions(decision, tuple(admitted), paused, failing,
+                          _next_wake_at(state, after, now, config))
+
+
+def fold(state: GateState, event: Event, now: float, config: GateConfig) -> GateState:
+    """What one event changes, before any decision."""
+    match event:
+        case Scraped():
+            return _observe(state, event, config)
+        case ScrapeFailed():
+            return replace(state, signals=replace(state.signals, last_scrape_ok=False))
+        case Joined():
+            return replace(state, queued=state.queued + 1)
+        case Left(pages):
+            if not 0 < pages <= state.queued:
+                raise ValueError("no such waiters to remove")
+            return replace(state, queued=state.queued - pages)
+        case Finished():
+            return _finished(state, event, now, config)
+    return state
+
+
+def _observe(state: GateState, scrape: Scraped, config: GateConfig) -> GateState:
+    """Fold a good scrape in: the front end, the signals, the drain, and on a usable reading C."""
+    reading = scrape.reading
+    if _signals.out_of_order(state.signals, reading):
+        return state
+    front, excess = state.front, 0
+    if scrape.in_flight is not None and scrape.sent is not None:
+        gap = _frontend.gap(scrape.in_flight, reading)
+        front = _frontend.fold(front, reading.at, gap, scrape.sent, config)
+        excess = _frontend.excess(gap, _frontend.tolerance(front, _rates.drain(state.rates)))
+    seen, preempted = _signals.fold(state.signals, reading, excess, config)
+    rates = _rates.sample_drain(state.rates, reading.at, state.completed_total, state.in_flight,
+                                config)
+    acks = replace(state.acks, completed_at_reading=state.completed_total,
+                   admitted_at_reading=state.admitted_total)
+    state = replace(state, signals=seen, rates=rates, front=front, acks=acks)
+    if not _signals.usable(seen, config):
+        return state  # C stays frozen
+    concurrency = _limit.update(
+        state.concurrency, reading, queue=seen.queue, peak=seen.peak, in_flight=state.in_flight,
+        preempted=preempted, drain=_rates.drain(rates), transit=_frontend.transit(front, config),
+        latency=_rates.mean_latency(rates), config=config)
+    return replace(state, concurrency=concurrency)
+
+
+def _finished(state: GateState, event: Finished, now: float, config: GateConfig) -> GateState:
+    """A finished page is progress, a completion and a latency; any other returns its credit."""
+    if state.in_flight <= 0:
+        raise ValueError("no page in flight")
+    state = replace(state, in_flight=state.in_flight - 1)
+    if not event.outcome.server_finished:
+        return replace(state, units=_units.give_back(state.units, event.unit_id))
+    rates = state.rates
+    if event.dispatched_at is not None:
+        rates = _rates.add_latency(rates, now - event.dispatched_at, now, config)
+    return replace(
+        state,
+        units=_units.completed(state.units, event.unit_id),
+        completed_total=state.completed_total + 1,
+        rates=rates,
+        concurrency=replace(state.concurrency, acked=state.concurrency.acked + 1),
+        acks=replace(state.acks, finished_at=now),
+    )
+
+
+# ------------------------------------------------------------------ decisions
+
+
+def decide_release(state: GateState, now: float, config: GateConfig) -> ReleaseDecision:
+    """The one release decision: a unit now, or the first rule that holds it."""
+    reason = _signals.release_hold(state.signals, now, config)
+    reading = state.reading
+    if reason is not None or reading is None:
+        return hold(reason or Reason.NO_READING)
+    held = _units.release_rules(
+        state.units, queued=state.queued, room=_room(state, config), waiting=reading.waiting,
+        peak=state.peak, now=now, config=config)
+    return held or ReleaseDecision(True, unit_size(state, config), Reason.RELEASED)
+
+
+def pause_reason(state: GateState, now: float, config: GateConfig) -> Reason | None:
+    """Why pages may not flow now. A stale but usable reading does not pause them while a
+    page finished within stale_after: pages then replace the pages back (the ACK clock)."""
+    reason = _signals.pause_reason(state.signals, now, config)
+    if reason is Reason.STALE and _ack_clocked(state, now, config):
+        return None
+    return reason
+
+
+def _ack_clocked(state: GateState, now: float, config: GateConfig) -> bool:
+    return _signals.usable(state.signals, config) and _signals.ticking(
+        state.acks, now, config.stale_after_seconds)
+
+
+def page_allowance(state: GateState, now: float, config: GateConfig) -> int:
+    """Waiting, credited pages that may go in flight now: min(waiting, credits, C's room,
+    the ACK clock's budget on a stale reading, whole tokens)."""
+    if pause_reason(state, now, config) is not None:
+        return 0
+    tokens = _rates.whole_tokens(state.bucket, now, _pace(state, config), config)
+    return max(0, min(_dispatchable(state, now, config), tokens))
+
+
+def _dispatchable(state: GateState, now: float, config: GateConfig) -> int:
+    allowed = min(state.queued, state.open_credits, _room(state, config))
+    if _signals.stale(state.signals, now, config):
+        allowed = min(allowed, _signals.budget(state.acks, state.completed_total,
+                                               state.admitted_total))
+    return allowed
+
+
+def _dispatch(state: GateState, now: float, config: GateConfig) -> tuple[GateState, int]:
+    """One credited page goes in flight; returns the unit whose credit it spent."""
+    units, unit_id = _units.spend(state.units)
+    acks = state.acks
+    if _signals.stale(state.signals, now, config):
+        acks = replace(acks, clocked_total=acks.clocked_total + 1)
+    state = replace(
+        state, acks=acks, units=units, queued=state.queued - 1, in_flight=state.in_flight + 1,
+        bucket=_rates.take(state.bucket, now, _pace(state, config), config),
+        admitted_total=state.admitted_total + 1)
+    return state, unit_id
+
+
+def _unavailable(state: GateState, paused: Reason | None, now: float, config: GateConfig) -> bool:
+    """Paused for longer than unavailable_after: waiting pages should fail, not hang."""
+    if config.unavailable_after_seconds is None or paused is None:
+        return False
+    return now - _usable_since(state) >= config.unavailable_after_seconds
+
+
+def _usable_since(state: GateState) -> float:
+    since = state.signals.last_usable_at
+    return state.started_at if since is None else since
+
+
+def _next_wake_at(state: GateState, decision: ReleaseDecision, now: float, config: GateConfig
+                  ) -> float | None:
+    """The next time the gate must look again even if no event arrives."""
+    times: list[float] = []
+    if decision.recheck_at is not None:
+        times.append(decision.recheck_at)
+    if pause_reason(state, now, config) is None:
+        if _dispatchable(state, now, config) > 0:
+            times.append(_rates.next_token_at(state.bucket, now, _pace(state, config), config))
+        finished_at = state.acks.finished_at
+        if _signals.stale(state.signals, now, config) and finished_at is not None:
+            times.append(finished_at + config.stale_after_seconds)  # the pause, if none finish
+    elif state.queued > 0 and config.unavailable_after_seconds is not None:
+        times.append(_usable_since(state) + config.unavailable_after_seconds)
+    return min(times) if times else None
+
+
+def _room(state: GateState, config: GateConfig) -> int:
+    return _limit.room(state.concurrency, state.in_flight, config)
+
+
+def _pace(state: GateState, config: GateConfig) -> float:
+    return _rates.pace_rate(state.rates, config)
+
+
+# ------------------------------------------------------------------ views (snapshot, logs)
+
+
+def drain_rate(state: GateState) -> float:
+    return _rates.drain(state.rates)
+
+
+def mean_latency(state: GateState) -> float | None:
+    return _rates.mean_latency(state.rates)
+
+
+def unit_size(state: GateState, config: GateConfig) -> int:
+    return _units.size(_rates.drain(state.rates), config)
+
+
+def waiting_band(state: GateState, config: GateConfig) -> float:
+    return _limit.waiting_band(state.peak, _rates.drain(state.rates),
+                               _frontend.transit(state.front, config), config)
+
+
+def frontend_latency(state: GateState) -> float | None:
+    return _frontend.latency(state.front)
+
+
+def frontend_tolerance(state: GateState) -> int | None:
+    return _frontend.tolerance(state.front, _rates.drain(state.rates))
