@@ -78,6 +78,12 @@ def _no_preemption_cut(original: Any) -> Any:
     return steer
 
 
+def _band_floor(_original: Any) -> Any:
+    def band(drain: float, transit: float, config: GateConfig) -> float:
+        return float(config.tuning.waiting_band_min)
+    return band
+
+
 def _fixed_units(_original: Any) -> Any:
     def size(drain: float, config: GateConfig) -> int:
         return int(config.unit_pages)
@@ -141,23 +147,14 @@ PARTS: tuple[Part, ...] = (
          tuning={"additive_growth_fraction": 0.0}),
     Part("band-floor", "the band has no floor of 2",
          tuning={"waiting_band_min": 0.0}),
-    Part("band-refill", "the band has no refill term (floor or share of peak only)",
-         tuning={"refill_peak_cap": 0.0}),
+    Part("band-refill", "the band is its floor only (no refill term)",
+         patches=((f"{POLICY}._limit", "waiting_band", _band_floor),)),
     Part("excess-share", "a queue cut takes the whole excess, not half",
          tuning={"excess_cut_share": 1.0}),
     Part("preemption-backoff", "a preemption does not cut C",
          patches=((f"{POLICY}._limit", "update", _no_preemption_cut),)),
     Part("latency-limit", "no page latency limit",
          config={"page_latency_limit_seconds": None}),
-    # experiments: merges
-    Part("x-smooth2", "front end smoothed over 2 polls (as pacing)",
-         tuning={"frontend_smoothing_polls": 2.0}),
-    Part("x-smooth4", "pacing's recent drain over 4 polls (as the front end)",
-         tuning={"pace_window_polls": 4.0}),
-    Part("x-minrate4", "pace floor 4 pages/s (C's start per poll)",
-         tuning={"pace_min_rate": 4.0}),
-    Part("x-kvfloor0", "KV room as soon as any KV is used",
-         tuning={"kv_signal_floor": 1e-6}),
 )
 PART_NAMES = {p.name: p for p in PARTS}
 BASE = PARTS[0].name

@@ -49,26 +49,24 @@ def step(
 
 
 @pytest.mark.parametrize(
-    ("peak", "drain", "poll", "transit", "cap", "high"),
+    ("drain", "poll", "transit", "band"),
     [
-        (4.0, 14.0, 0.25, 0.0, 2.0, 3.5),      # a 4-slot engine at 14 pages/s, polled every 0.25 s
-        (4.0, 16.0, 0.27, 0.19, 2.0, 7.36),    # ... and a refill's 0.19 s through the front end
-        (4.0, 16.0, 0.27, 1.0, 2.0, 8.0),      # never more than two batches (the peak)
-        (4.0, 40.0, 0.25, 0.0, 1.0, 4.0),      # a tuning of one batch
-        (8.0, 27.0, 1.0, 0.0, 2.0, 16.0),      # ci: 27 pages a poll, but 8 slots
-        (65.0, 1.2, 1.0, 0.1, 2.0, 2.0),       # the 4090: the floor binds (1.2 x 1.1 = 1.32)
-        (413.0, 4.4, 1.0, 0.1, 2.0, 4.84),     # the H100: 4.4 x 1.1
-        (0.0, 0.0, 1.0, 0.0, 2.0, 2.0),        # nothing measured: the floor
-        (0.0, 0.0, 1.0, 0.0, 2.0, 2.0),
-        (400.0, 0.0, 1.0, 0.0, 2.0, 2.0),      # a peak alone does not widen it
+        (14.0, 0.25, 0.0, 3.5),       # a 4-slot engine at 14 pages/s, polled every 0.25 s
+        (16.0, 0.27, 0.19, 7.36),     # ... and a refill's 0.19 s through the front end
+        (27.0, 1.0, 0.0, 27.0),       # ci: 27 pages a poll
+        (1.2, 1.0, 0.1, 2.0),         # the 4090: the floor binds (1.2 x 1.1 = 1.32)
+        (4.4, 1.0, 0.1, 4.84),        # the H100: 4.4 x 1.1
+        (0.0, 1.0, 0.0, 2.0),         # nothing measured: the floor
     ],
 )
 def test_the_band_covers_what_the_engine_takes_in_while_a_refill_travels(
-    peak: float, drain: float, poll: float, transit: float, cap: float, high: float
+    drain: float, poll: float, transit: float, band: float
 ) -> None:
-    config = GateConfig(poll_interval_seconds=poll, stale_after_seconds=5.0,
-                        tuning=GateTuning(refill_peak_cap=cap))
-    assert waiting_band(peak, drain, transit, config) == pytest.approx(high)
+    config = GateConfig(poll_interval_seconds=poll, stale_after_seconds=5.0)
+    assert waiting_band(drain, transit, config) == pytest.approx(band)
+    floor = GateConfig(poll_interval_seconds=poll, stale_after_seconds=5.0,
+                       tuning=GateTuning(waiting_band_min=8.0))
+    assert waiting_band(drain, transit, floor) == pytest.approx(max(8.0, band))
 
 
 @pytest.mark.parametrize(

@@ -62,7 +62,7 @@ def test_pacing_follows_the_last_polls_drain_in_a_ramp() -> None:
         rates = sample_drain(rates, float(t), done, 100, CFG)
     now = 2 ** (30 / 5)                                  # 64 pages/s in the last second
     assert drain(rates) < 0.4 * now
-    assert pace_drain(rates) == pytest.approx(now, rel=0.2)
+    assert 0.7 * now < pace_drain(rates) <= now          # three polls' weight: ~3/4 of it
     assert pace_drain(Rates(drain_num=30.0, drain_den=10.0)) == pytest.approx(3.0)  # never below
     assert pace_drain(Rates()) == 0.0
 

@@ -104,7 +104,7 @@ def gate_snapshot(
         "last_decision": None if decision is None else str(decision.reason),
         "paused": None if paused is None else str(paused),
         "pauses": counts.pauses,
-        "ack_clocked_pages": state.acks.clocked_total,
+        "ack_clocked_pages": state.clocked_total,
         "unavailable_failures": counts.unavailable_failures,
         "last_scrape_error": counts.last_scrape_error,
     }

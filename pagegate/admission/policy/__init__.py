@@ -8,7 +8,6 @@ private.
 
 from pagegate.admission.policy._config import GateConfig, GateTuning
 from pagegate.admission.policy._limit import Case
-from pagegate.admission.policy._reasons import Reason, ReleaseDecision
 from pagegate.admission.policy._step import (
     Actions,
     Event,
@@ -29,29 +28,11 @@ from pagegate.admission.policy._step import (
     unit_size,
     waiting_band,
 )
+from pagegate.admission.policy._units import Reason, ReleaseDecision
 
 __all__ = [
-    "Actions",
-    "Case",
-    "Event",
-    "Finished",
-    "GateConfig",
-    "GateState",
-    "GateTuning",
-    "Joined",
-    "Left",
-    "Reason",
-    "ReleaseDecision",
-    "ScrapeFailed",
-    "Scraped",
-    "Tick",
-    "drain_rate",
-    "frontend_latency",
-    "frontend_tolerance",
-    "initial_state",
-    "mean_latency",
-    "pause_reason",
-    "step",
-    "unit_size",
-    "waiting_band",
+    "Actions", "Case", "Event", "Finished", "GateConfig", "GateState", "GateTuning", "Joined",
+    "Left", "Reason", "ReleaseDecision", "ScrapeFailed", "Scraped", "Tick", "drain_rate",
+    "frontend_latency", "frontend_tolerance", "initial_state", "mean_latency", "pause_reason",
+    "step", "unit_size", "waiting_band",
 ]

@@ -15,9 +15,8 @@ class GateTuning(NamedTuple):
     A NamedTuple, so that `dataclasses.asdict(config)` keeps it as one value.
     """
 
-    frontend_smoothing_polls: float = 4.0     # the front end's Little's-law window, in polls
+    smoothing_polls: float = 3.0              # the front end's and the recent drain's window
     waiting_band_min: float = 2.0             # the band's floor, in requests
-    refill_peak_cap: float = 2.0              # the band's refill term, at most this many peaks
     far_below_share: float = 0.5              # "far below": C under this share of the peak,
                                               # or KV use under this share of the ceiling
     excess_cut_share: float = 0.5             # a queue cut takes this share of the excess
@@ -27,15 +26,13 @@ class GateTuning(NamedTuple):
     preemption_backoff: float = 0.9           # a preemption cuts C to this share in flight
     pace_min_rate: float = 10.0               # the bucket's floor, pages/s
     pace_gain: float = 4.0                    # the bucket refills at this multiple of the drain
-    pace_window_polls: float = 2.0            # the recent drain's window, in polls
 
     def problems(self) -> list[str]:
         """What is inconsistent in these constants (empty when nothing is)."""
         below_one = ("kv_signal_floor", "preemption_backoff")
         up_to_one = ("far_below_share", "excess_cut_share")
-        positive = ("frontend_smoothing_polls", "pace_min_rate", "pace_window_polls")
-        at_least = {"waiting_band_min": 0.0, "refill_peak_cap": 0.0,
-                    "additive_growth_fraction": 0.0, "slow_start_per_completion": 1.0,
+        positive = ("smoothing_polls", "pace_min_rate")
+        at_least = {"waiting_band_min": 0.0, "additive_growth_fraction": 0.0, "slow_start_per_completion": 1.0,
                     "pace_gain": 1.0}
         values = self._asdict()
         return (

@@ -1,7 +1,7 @@
 """The server's front end as a pipeline stage: how many of our requests it holds without a queue.
 
 gap       = our requests on the wire - (running + waiting)
-transit   = area under the gap / our sends, both decayed over frontend_smoothing_polls
+transit   = area under the gap / our sends, both decayed over smoothing_polls
 latency   = the lowest transit over the last drain window (the stage without a queue)
 tolerance = ceil(drain x latency);  excess = max(0, gap - tolerance)
 """
@@ -38,7 +38,7 @@ def fold(front: FrontEnd, at: float, gap_now: int, sent_total: int, config: Gate
     if front.at is None or at <= front.at or sent_total < front.sent_seen:
         return FrontEnd(at, float(gap_now), sent_total, front.area, front.entered, front.latencies)
     dt = at - front.at
-    decay = math.exp(-dt / (config.tuning.frontend_smoothing_polls * config.poll_interval_seconds))
+    decay = math.exp(-dt / (config.tuning.smoothing_polls * config.poll_interval_seconds))
     area = front.area * decay + 0.5 * (front.gap + gap_now) * dt  # trapezoid between samples
     entered = front.entered * decay + (sent_total - front.sent_seen)
     latencies = tuple((t, w) for t, w in front.latencies if at - t <= config.drain_window_seconds)

@@ -37,11 +37,10 @@ class Concurrency:
     case: Case = Case.HOLD                   # the rule of the last update
 
 
-def waiting_band(peak: float, drain: float, transit: float, config: GateConfig) -> float:
-    """band = max(waiting_band_min, min(refill_peak_cap x peak, drain x (poll + transit)))."""
-    tuning = config.tuning
-    refill = drain * (config.poll_interval_seconds + transit)
-    return max(tuning.waiting_band_min, min(tuning.refill_peak_cap * peak, refill))
+def waiting_band(drain: float, transit: float, config: GateConfig) -> float:
+    """band = max(waiting_band_min, drain x (poll + transit)): what the engine takes in
+    while the next pages travel to it."""
+    return max(config.tuning.waiting_band_min, drain * (config.poll_interval_seconds + transit))
 
 
 def update(
@@ -68,7 +67,7 @@ def update(
     acked, limit, slow_start, case = c.acked, c.limit, c.slow_start, Case.HOLD
     c = replace(c, acked=0)
     pressured = reading.kv_usage > config.kv_cache_ceiling
-    band = 0.0 if pressured else waiting_band(peak, drain, transit, config)
+    band = 0.0 if pressured else waiting_band(drain, transit, config)
     if preempted:
         limit = min(limit, math.floor(in_flight * tuning.preemption_backoff))
         slow_start, case = False, Case.PREEMPTED

@@ -2,7 +2,7 @@
 
 drain  = completions / busy seconds, both decayed over drain_window_seconds (busy: something
          in flight or finished; sampling starts at the first completion)
-recent = the same over pace_window_polls polls
+recent = the same over smoothing_polls polls
 pace   = max(pace_min_rate, pace_gain x max(drain, recent)) tokens/s, holding one poll's
          worth and never fewer than C's start; a page in flight takes a token
 """
@@ -27,7 +27,7 @@ class Rates:
     latency_num: float = 0.0                     # decayed sum of page latencies
     latency_den: float = 0.0                     # decayed count of timed completions
     latency_at: float | None = None
-    recent_num: float = 0.0                      # completions over pace_window_polls
+    recent_num: float = 0.0                      # completions over smoothing_polls
     recent_den: float = 0.0                      # busy seconds, weighted the same
 
 
@@ -44,7 +44,7 @@ def sample_drain(
     if dt > 0 and completed_total > 0 and (finished > 0 or in_flight > 0):
         decay = math.exp(-dt / config.drain_window_seconds)
         num, den = num * decay + finished, den * decay + dt
-        recent = math.exp(-dt / (config.tuning.pace_window_polls * config.poll_interval_seconds))
+        recent = math.exp(-dt / (config.tuning.smoothing_polls * config.poll_interval_seconds))
         recent_num, recent_den = recent_num * recent + finished, recent_den * recent + dt
     return replace(rates, drain_num=num, drain_den=den, drain_at=at, drain_completed=completed_total,
                    recent_num=recent_num, recent_den=recent_den)

@@ -1,5 +1,4 @@
-"""What the readings say: the peak, the queue, freshness, stalls; and the ACK clock that
-lets pages flow on a stale reading while pages keep coming back.
+"""What the readings say: the peak, the queue, freshness and stalls.
 
 peak = max(running, peak x 0.5^(dt / peak_half_life))
 queue = backlog (waiting for capacity, else all waiting) + the front end's excess
@@ -10,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from pagegate.admission.policy._config import GateConfig
-from pagegate.admission.policy._reasons import Reason
+from pagegate.admission.policy._units import Reason
 from pagegate.server.metrics import Reading
 
 
@@ -107,28 +106,3 @@ def release_hold(signals: Signals, now: float, config: GateConfig) -> Reason | N
     if signals.reading is not None and not signals.last_scrape_ok:
         return Reason.SCRAPE_FAILED
     return pause_reason(signals, now, config)
-
-
-# ------------------------------------------------------------------ the ACK clock
-
-
-@dataclass(frozen=True, slots=True)
-class AckClock:
-    """Pages sent and finished since the newest reading: on a stale reading, a page may go
-    for each page that came back (budget = finished since - sent since)."""
-
-    completed_at_reading: int = 0
-    admitted_at_reading: int = 0
-    finished_at: float | None = None             # when the newest page came back finished
-    clocked_total: int = 0                       # pages sent on a stale reading, ever
-
-
-def ticking(clock: AckClock, now: float, window: float) -> bool:
-    """A page finished less than `window` seconds ago: the server is visibly working."""
-    return clock.finished_at is not None and now - clock.finished_at < window
-
-
-def budget(clock: AckClock, completed_total: int, admitted_total: int) -> int:
-    """Pages that may go in flight on a stale reading: finished since it, less sent since it."""
-    return (completed_total - clock.completed_at_reading) - (
-        admitted_total - clock.admitted_at_reading)

@@ -10,9 +10,8 @@ from pagegate.admission.policy import _frontend, _limit, _rates, _signals, _unit
 from pagegate.admission.policy._config import GateConfig
 from pagegate.admission.policy._limit import Concurrency
 from pagegate.admission.policy._rates import Bucket, Rates
-from pagegate.admission.policy._reasons import Reason, ReleaseDecision, hold
-from pagegate.admission.policy._signals import AckClock, Signals
-from pagegate.admission.policy._units import Units
+from pagegate.admission.policy._signals import Signals
+from pagegate.admission.policy._units import Reason, ReleaseDecision, Units, hold
 from pagegate.server.metrics import Reading
 
 
@@ -26,12 +25,14 @@ class GateState:
     signals: Signals = field(default_factory=Signals)
     front: _frontend.FrontEnd = field(default_factory=_frontend.FrontEnd)
     rates: Rates = field(default_factory=Rates)
-    acks: AckClock = field(default_factory=AckClock)
     units: Units = field(default_factory=Units)
     queued: int = 0                              # pages waiting at the gate
     in_flight: int = 0                           # pages holding a permit
     admitted_total: int = 0
     completed_total: int = 0
+    balance_at_reading: int = 0                  # completed - admitted at the newest reading
+    finished_at: float | None = None             # when the newest page came back finished
+    clocked_total: int = 0                       # pages sent on a stale reading, ever
 
     @property
     def reading(self) -> Reading | None:
@@ -68,8 +69,7 @@ def initial_state(now: float, config: GateConfig) -> GateState:
 
 @dataclass(frozen=True, slots=True)
 class Scraped:
-    """A good scrape; `in_flight` and `sent`: our requests on the wire and sent in all when
-    it started (without them the front end is no signal)."""
+    """A good scrape, with our requests on the wire and sent in all when it started."""
 
     reading: Reading
     in_flight: int | None = None
@@ -90,14 +90,14 @@ class Joined:
 
 @dataclass(frozen=True, slots=True)
 class Left:
-    """`pages` waiting pages gave up (cancelled, or failed by the gate closing)."""
+    """Waiting pages gave up (cancelled, or failed as the gate closed)."""
 
     pages: int = 1
 
 
 @dataclass(frozen=True, slots=True)
 class Finished:
-    """A page gave its permit back; `dispatched_at`: when it went in flight."""
+    """A page gave its permit back."""
 
     outcome: Outcome
     unit_id: int
@@ -106,7 +106,7 @@ class Finished:
 
 @dataclass(frozen=True, slots=True)
 class Tick:
-    """Time passed (the wake the last step asked for)."""
+    """Time passed: the wake the last step asked for."""
 
 
 Event = Scraped | ScrapeFailed | Joined | Left | Finished | Tick
@@ -123,14 +123,14 @@ class Actions:
 
 def step(state: GateState, event: Event, now: float, config: GateConfig
          ) -> tuple[GateState, Actions]:
-    """Fold `event` in; release at most one unit; fail the waiters if the server has been
-    unusable past unavailable_after; put in flight every waiting page that may go now."""
+    """Fold `event` in; release at most one unit; fail the waiters once the server has been
+    unusable for unavailable_after; put in flight every waiting page that may go now."""
     state = fold(state, event, now, config)
     decision = decide_release(state, now, config)
     if decision.release:
         state = replace(state, units=_units.grant(state.units, decision.pages, now))
     paused = pause_reason(state, now, config)
-    failing = state.queued > 0 and _unavailable(state, paused, now, config)
+    failing = state.queued > 0 and paused is not None and _unavailable(state, now, config)
     if failing:
         state = replace(state, queued=0)
     admitted: list[int] = []
@@ -161,7 +161,7 @@ def fold(state: GateState, event: Event, now: float, config: GateConfig) -> Gate
 
 
 def _observe(state: GateState, scrape: Scraped, config: GateConfig) -> GateState:
-    """Fold a good scrape in: the front end, the signals, the drain, and on a usable reading C."""
+    """The front end, the signals and the drain; on a usable reading, C."""
     reading = scrape.reading
     if _signals.out_of_order(state.signals, reading):
         return state
@@ -171,18 +171,16 @@ def _observe(state: GateState, scrape: Scraped, config: GateConfig) -> GateState
         front = _frontend.fold(front, reading.at, gap, scrape.sent, config)
         excess = _frontend.excess(gap, _frontend.tolerance(front, _rates.drain(state.rates)))
     seen, preempted = _signals.fold(state.signals, reading, excess, config)
-    rates = _rates.sample_drain(state.rates, reading.at, state.completed_total, state.in_flight,
-                                config)
-    acks = replace(state.acks, completed_at_reading=state.completed_total,
-                   admitted_at_reading=state.admitted_total)
-    state = replace(state, signals=seen, rates=rates, front=front, acks=acks)
+    rates = _rates.sample_drain(state.rates, reading.at, state.completed_total,
+                                state.in_flight, config)
+    state = replace(state, signals=seen, rates=rates, front=front,
+                    balance_at_reading=state.completed_total - state.admitted_total)
     if not _signals.usable(seen, config):
         return state  # C stays frozen
-    concurrency = _limit.update(
+    return replace(state, concurrency=_limit.update(
         state.concurrency, reading, queue=seen.queue, peak=seen.peak, in_flight=state.in_flight,
         preempted=preempted, drain=_rates.drain(rates), transit=_frontend.transit(front, config),
-        latency=_rates.mean_latency(rates), config=config)
-    return replace(state, concurrency=concurrency)
+        latency=_rates.mean_latency(rates), config=config))
 
 
 def _finished(state: GateState, event: Finished, now: float, config: GateConfig) -> GateState:
@@ -196,13 +194,9 @@ def _finished(state: GateState, event: Finished, now: float, config: GateConfig)
     if event.dispatched_at is not None:
         rates = _rates.add_latency(rates, now - event.dispatched_at, now, config)
     return replace(
-        state,
-        units=_units.completed(state.units, event.unit_id),
+        state, units=_units.completed(state.units, event.unit_id), rates=rates, finished_at=now,
         completed_total=state.completed_total + 1,
-        rates=rates,
-        concurrency=replace(state.concurrency, acked=state.concurrency.acked + 1),
-        acks=replace(state.acks, finished_at=now),
-    )
+        concurrency=replace(state.concurrency, acked=state.concurrency.acked + 1))
 
 
 # ------------------------------------------------------------------ decisions
@@ -221,8 +215,8 @@ def decide_release(state: GateState, now: float, config: GateConfig) -> ReleaseD
 
 
 def pause_reason(state: GateState, now: float, config: GateConfig) -> Reason | None:
-    """Why pages may not flow now. A stale but usable reading does not pause them while a
-    page finished within stale_after: pages then replace the pages back (the ACK clock)."""
+    """Why pages may not flow now. A stale reading does not pause them while it was usable
+    and a page finished within stale_after: then pages replace the pages back."""
     reason = _signals.pause_reason(state.signals, now, config)
     if reason is Reason.STALE and _ack_clocked(state, now, config):
         return None
@@ -230,13 +224,13 @@ def pause_reason(state: GateState, now: float, config: GateConfig) -> Reason | N
 
 
 def _ack_clocked(state: GateState, now: float, config: GateConfig) -> bool:
-    return _signals.usable(state.signals, config) and _signals.ticking(
-        state.acks, now, config.stale_after_seconds)
+    finished = state.finished_at
+    return (_signals.usable(state.signals, config) and finished is not None
+            and now - finished < config.stale_after_seconds)
 
 
 def page_allowance(state: GateState, now: float, config: GateConfig) -> int:
-    """Waiting, credited pages that may go in flight now: min(waiting, credits, C's room,
-    the ACK clock's budget on a stale reading, whole tokens)."""
+    """Waiting, credited pages that may go in flight now."""
     if pause_reason(state, now, config) is not None:
         return 0
     tokens = _rates.whole_tokens(state.bucket, now, _pace(state, config), config)
@@ -244,31 +238,29 @@ def page_allowance(state: GateState, now: float, config: GateConfig) -> int:
 
 
 def _dispatchable(state: GateState, now: float, config: GateConfig) -> int:
+    """min(waiting, credits, C's room), and on a stale reading the pages back since it."""
     allowed = min(state.queued, state.open_credits, _room(state, config))
     if _signals.stale(state.signals, now, config):
-        allowed = min(allowed, _signals.budget(state.acks, state.completed_total,
-                                               state.admitted_total))
+        back = state.completed_total - state.admitted_total - state.balance_at_reading
+        allowed = min(allowed, back)
     return allowed
 
 
 def _dispatch(state: GateState, now: float, config: GateConfig) -> tuple[GateState, int]:
     """One credited page goes in flight; returns the unit whose credit it spent."""
     units, unit_id = _units.spend(state.units)
-    acks = state.acks
-    if _signals.stale(state.signals, now, config):
-        acks = replace(acks, clocked_total=acks.clocked_total + 1)
-    state = replace(
-        state, acks=acks, units=units, queued=state.queued - 1, in_flight=state.in_flight + 1,
+    stale = _signals.stale(state.signals, now, config)
+    return replace(
+        state, units=units, queued=state.queued - 1, in_flight=state.in_flight + 1,
         bucket=_rates.take(state.bucket, now, _pace(state, config), config),
-        admitted_total=state.admitted_total + 1)
-    return state, unit_id
+        admitted_total=state.admitted_total + 1, clocked_total=state.clocked_total + stale,
+    ), unit_id
 
 
-def _unavailable(state: GateState, paused: Reason | None, now: float, config: GateConfig) -> bool:
-    """Paused for longer than unavailable_after: waiting pages should fail, not hang."""
-    if config.unavailable_after_seconds is None or paused is None:
-        return False
-    return now - _usable_since(state) >= config.unavailable_after_seconds
+def _unavailable(state: GateState, now: float, config: GateConfig) -> bool:
+    """No usable reading for unavailable_after: waiting pages should fail, not hang."""
+    limit = config.unavailable_after_seconds
+    return limit is not None and now - _usable_since(state) >= limit
 
 
 def _usable_since(state: GateState) -> float:
@@ -279,18 +271,15 @@ def _usable_since(state: GateState) -> float:
 def _next_wake_at(state: GateState, decision: ReleaseDecision, now: float, config: GateConfig
                   ) -> float | None:
     """The next time the gate must look again even if no event arrives."""
-    times: list[float] = []
-    if decision.recheck_at is not None:
-        times.append(decision.recheck_at)
+    times = [] if decision.recheck_at is None else [decision.recheck_at]
     if pause_reason(state, now, config) is None:
         if _dispatchable(state, now, config) > 0:
             times.append(_rates.next_token_at(state.bucket, now, _pace(state, config), config))
-        finished_at = state.acks.finished_at
-        if _signals.stale(state.signals, now, config) and finished_at is not None:
-            times.append(finished_at + config.stale_after_seconds)  # the pause, if none finish
+        if _signals.stale(state.signals, now, config) and state.finished_at is not None:
+            times.append(state.finished_at + config.stale_after_seconds)  # the pause, if none
     elif state.queued > 0 and config.unavailable_after_seconds is not None:
         times.append(_usable_since(state) + config.unavailable_after_seconds)
-    return min(times) if times else None
+    return min(times, default=None)
 
 
 def _room(state: GateState, config: GateConfig) -> int:
@@ -301,7 +290,7 @@ def _pace(state: GateState, config: GateConfig) -> float:
     return _rates.pace_rate(state.rates, config)
 
 
-# ------------------------------------------------------------------ views (snapshot, logs)
+# ------------------------------------------------------------------ what the snapshot shows
 
 
 def drain_rate(state: GateState) -> float:
@@ -317,8 +306,8 @@ def unit_size(state: GateState, config: GateConfig) -> int:
 
 
 def waiting_band(state: GateState, config: GateConfig) -> float:
-    return _limit.waiting_band(state.peak, _rates.drain(state.rates),
-                               _frontend.transit(state.front, config), config)
+    return _limit.waiting_band(_rates.drain(state.rates), _frontend.transit(state.front, config),
+                               config)
 
 
 def frontend_latency(state: GateState) -> float | None:

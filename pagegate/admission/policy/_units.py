@@ -1,4 +1,5 @@
-"""Units of page credits: the four user rules that govern releases, and a unit's size.
+"""Units of page credits: the four user rules that govern releases, a unit's size, and the
+reasons a release is held (which also say why page dispatch pauses).
 
 A release grants one unit of credits; waiting pages spend them oldest unit first, and a
 page the server did not finish returns its credit to its unit, so a retry can take it.
@@ -6,11 +7,40 @@ page the server did not finish returns its credit to its unit, so a retry can ta
 
 from __future__ import annotations
 
+import enum
 import math
 from dataclasses import dataclass, replace
 
 from pagegate.admission.policy._config import GateConfig
-from pagegate.admission.policy._reasons import Reason, ReleaseDecision, hold
+
+
+class Reason(enum.StrEnum):
+    RELEASED = "released"
+    NO_READING = "no_reading"          # no scrape has answered yet
+    SCRAPE_FAILED = "scrape_failed"    # the latest scrape failed (a missing reading)
+    STALE = "stale"                    # the newest reading is older than stale_after
+    UNHEALTHY = "unhealthy"            # the server reported itself unfit
+    STALLED = "stalled"                # work on the server, no token generated for a while
+    NO_DEMAND = "no_demand"            # every waiting page already has a credit
+    CREDITS_LEFT = "credits_left"      # the last unit is not used up yet
+    COOLDOWN = "cooldown"              # rule 3
+    PROGRESS = "progress"              # rule 4
+    PEAK_RATIO = "peak_ratio"          # rule 2
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseDecision:
+    """Release `pages` credits, or hold for `reason`; `recheck_at`: when time alone may
+    change the answer (the end of a cooldown)."""
+
+    release: bool
+    pages: int
+    reason: Reason
+    recheck_at: float | None = None
+
+
+def hold(reason: Reason, recheck_at: float | None = None) -> ReleaseDecision:
+    return ReleaseDecision(False, 0, reason, recheck_at)
 
 
 @dataclass(frozen=True, slots=True)
