@@ -16,6 +16,7 @@ hangs waiting for a release (olmOCR #383).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -135,7 +136,10 @@ class Gate:
             other.cancel()
         failure = GateClosedError(f"gate closed: {what}: {error!r}")
         failure.__cause__ = error
-        self._waiters.fail_all(failure)
+        failed = self._waiters.fail_all(failure)
+        with contextlib.suppress(Exception):  # the step may be what failed
+            if failed:
+                self._state, _ = step(self._state, Left(failed), self._clock.now(), self.config)
 
     async def aclose(self) -> None:
         """Stop deciding, fail every waiter with GateClosedError; pages in flight go on."""

@@ -1,6 +1,6 @@
 """The gate's waiting pages and its permits.
 
-A waiting page only waits on a future; the gate's decision loop resolves it (admitted,
+A waiting page only waits on a future; the gate resolves it as a step says (admitted,
 or failed when the gate closes or the server stays unavailable). The policy counts the
 same pages (`queued`); the gate keeps both in step.
 """

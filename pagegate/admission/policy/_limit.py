@@ -51,7 +51,7 @@ def update(
     use > kv_cache_ceiling), acked = pages back since the last reading:
 
     C  = max(C, floor(kv_max_concurrency x kv_cache_ceiling))   first reading only
-    PREEMPTED   a preemption:         C' = floor(preemption_backoff x n), slow start ends
+    PREEMPTED   a preemption:         C' = min(C, floor(preemption_backoff x n)), slow start ends
     ABOVE_BAND  q > band:             C' = min(C, n - ceil(excess_cut_share x (q - band)));
                 slow start ends unless the cache is far below the ceiling and running grew
     SLOW_START  q < band, acked > 0, in slow start or C < far_below_share x peak:
