@@ -219,18 +219,19 @@ def test_a_calm_stall_admits_at_most_the_limit_it_began_with(
 
 RECOVERY_MISSES = {
     "calm-stall-10min": (
-        "measured 130.5 s to 0.95 of the yardstick after the stall ends (target 2 L = "
-        "84.9 s): the stall outlasts PageClient's 600 s request timeout, so the pages in "
-        "flight time out and are aborted, C falls from 66 to its floor, and after the stall "
-        "the gate climbs back with the pages that return while a cold server refills"),
+        "measured 123.0 s to 0.95 of the yardstick after the stall ends (target 2 L = "
+        "84.0 s): the stall outlasts PageClient's 600 s request timeout, so every page in "
+        "flight goes again at once; the fresh batch queues at the engine's prefill rate, the "
+        "queue above the band cuts C from 67 to 13, and above half the peak C regrows "
+        "additively, by at most one page per page back"),
     "crash-restart": (
-        "measured 114.5 s to 0.95 of the yardstick after the restart (target 2 L = 84.9 s): "
-        "C falls from 66 to its floor while the port is closed, and on the fresh, empty "
-        "server the gate climbs back with the pages that return"),
+        "measured 110.0 s to 0.95 of the yardstick after the restart (target 2 L = 84.0 s): "
+        "on the fresh, empty server the first pages queue at its prefill rate, the queue "
+        "above the band cuts C from 67 to 13, and above half the peak C regrows additively"),
     "front-end-stall": (
-        "measured 88.5 s after the 30 s stall ends (target 2 L = 84.9 s): the stalled front "
-        "end hands 57 requests to the engine at once, and the trailing window that decides "
-        "recovery is short of 0.95 by about a page"),
+        "measured 92.0 s after the 30 s stall ends (target 2 L = 84.0 s): the stalled front "
+        "end hands its 52 requests to the engine at once, the queue above the band cuts C "
+        "from 67 to 48, and C regrows additively with the pages that come back"),
 }
 
 
