@@ -41,10 +41,18 @@ from pagegate.report.summary import RunSummary, failure_rows
 from tasks.admission_block import AdmissionGate
 from tasks.ocr_group import group_outcome, ocr_group
 from tasks.plan_groups import plan_pending_task
+from tasks.preflight import preflight_failure
 from tasks.result_storage import resolve_result_storage
 from tasks.run_context_var import RUN_CONTEXT
 from tasks.run_monitor import create_summary_artifact, open_run_monitor
-from tasks.run_params import RunParams, run_settings
+from tasks.run_params import (
+    AtLeastOne,
+    PositiveSeconds,
+    RunParams,
+    Seconds,
+    Share,
+    run_settings,
+)
 
 
 @flow(name="ocr-pdfs")
@@ -53,29 +61,29 @@ async def ocr_pdfs(
     workspace: str,
     server_url: str | None = None,
     model: str = RunConfig.model,
-    pages_per_group: int = RunConfig.pages_per_group,
-    workers: int = RunConfig.workers,
-    max_concurrent_requests: int = RunConfig.max_concurrent_requests,
+    pages_per_group: AtLeastOne = RunConfig.pages_per_group,
+    workers: AtLeastOne = RunConfig.workers,
+    max_concurrent_requests: AtLeastOne = RunConfig.max_concurrent_requests,
     markdown: bool = RunConfig.markdown,
-    target_longest_image_dim: int = RunConfig.target_longest_image_dim,
-    max_page_retries: int = RunConfig.max_page_retries,
+    target_longest_image_dim: AtLeastOne = RunConfig.target_longest_image_dim,
+    max_page_retries: AtLeastOne = RunConfig.max_page_retries,
     gate: AdmissionGate | str | None = RunConfig.gate_block,
     gate_enabled: bool = RunConfig.use_gate,
     gate_overrides: dict[str, Any] | None = None,
-    max_pages_per_pdf: int | None = RunConfig.max_pages_per_pdf,
-    max_page_error_rate: float = RunConfig.max_page_error_rate,
+    max_pages_per_pdf: AtLeastOne | None = RunConfig.max_pages_per_pdf,
+    max_page_error_rate: Share = RunConfig.max_page_error_rate,
     drop_on_page_errors: bool = RunConfig.drop_on_page_errors,
     pdf_password: SecretStr | None = None,
     pdf_password_secret: str | None = None,
-    server_unavailable_after_seconds: float = RunConfig.server_unavailable_after_seconds,
+    server_unavailable_after_seconds: Seconds = RunConfig.server_unavailable_after_seconds,
     s3_retry_mode: str = RunConfig.s3_retry_mode,
     aws_credentials: str | None = None,
     result_storage: str | None = None,
     launch_server: dict[str, Any] | None = None,
     server_urls: list[str] | None = None,
-    capacity_backoff_max_seconds: float = RunConfig.capacity_backoff_max_seconds,
-    render_workers: int | None = RunConfig.render_workers,
-    pdf_memory_budget_mb: int = RunConfig.pdf_memory_budget_mb,
+    capacity_backoff_max_seconds: PositiveSeconds = RunConfig.capacity_backoff_max_seconds,
+    render_workers: AtLeastOne | None = RunConfig.render_workers,
+    pdf_memory_budget_mb: AtLeastOne = RunConfig.pdf_memory_budget_mb,
 ) -> State[Any]:
     """OCR PDFs from S3 or disk into Dolma JSONL in WORKSPACE.
 
@@ -139,6 +147,9 @@ async def ocr_pdfs(
         render_workers=render_workers, pdf_memory_budget_mb=pdf_memory_budget_mb,
     )
     config, gate_settings = await run_settings(params, sources=sources)
+    stopped = await preflight_failure(config)
+    if stopped is not None:
+        return stopped
     storage = await resolve_result_storage(result_storage)
     planner = plan_pending_task.with_options(result_storage=storage) if storage else plan_pending_task
     plan = await planner(

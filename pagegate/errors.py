@@ -23,7 +23,11 @@ The tree separates *what went wrong* so that retries can tell the cases apart:
     │                              freezes: a missing reading, never a zero one)
     ├── GateClosedError            the admission closed while a page waited; says nothing
     │                              about the server, so a permit reports it as CANCELLED
-    └── ServerLaunchError          a server pagegate launched exited or never became ready
+    ├── ServerLaunchError          a server pagegate launched exited or never became ready
+    └── PreflightError             a run cannot start: a workspace it cannot write, no S3
+        │                          credentials, a source that names nothing, a model the
+        │                          server does not serve (checked before any page is sent)
+        └── ServerUnreachableError the server does not answer /v1/models at all
 
 `InputError.reason` is the short, stable reason class written to the failure ledger.
 """
@@ -116,3 +120,12 @@ class GateClosedError(PagegateError):
 
 class ServerLaunchError(PagegateError):
     """The server exited or never became ready; the message carries its last log lines."""
+
+
+class PreflightError(PagegateError):
+    """A run cannot start as asked; found before any page is sent. The message says what
+    to do, in one line (the CLI prints it and exits 2)."""
+
+
+class ServerUnreachableError(PreflightError):
+    """The server did not answer /v1/models (refused, timed out, 5xx): exit 3, not 2."""

@@ -48,7 +48,7 @@ OWN_MEANING = {
 # escaping the comparison.
 NOT_CONFIG = {
     # where a run's inputs, password and results come from, and what it prints
-    "pdfs", "only_reasons", "only_reason", "pdf_password_secret", "result_storage", "json_out",
+    "pdfs", "only_reasons", "only_reason", "pdf_password_secret", "result_storage", "json_out", "debug",
     # a prefect-aws block's name, resolved into RunConfig.s3_credentials (tasks/aws_credentials.py)
     "aws_credentials",
     # which server: --server is server_url/server_urls; launch settings whose empty value

@@ -15,6 +15,7 @@ import typer
 from pagegate.cli.flowrun import prefect_env, run_flow_state
 from pagegate.cli.options import (
     AwsCredentialsOpt,
+    DebugOpt,
     DpOpt,
     DropOnPageErrorsOpt,
     GateOpt,
@@ -49,8 +50,16 @@ from pagegate.cli.options import (
     VllmPortOpt,
     WorkersOpt,
     gate_overrides,
+    preflight_of,
     run_target,
     secret,
+)
+from pagegate.cli.outcome import (
+    EXIT_SERVER,
+    EXIT_USAGE,
+    fail,
+    one_line_errors,
+    run_exit_code,
 )
 from pagegate.config import RunConfig
 
@@ -62,16 +71,17 @@ def run_command(
     model: ModelOpt = None,
     pages_per_group: PagesPerGroupOpt = RunConfig.pages_per_group,
     workers: WorkersOpt = RunConfig.workers,
-    max_concurrent_requests: Annotated[int, typer.Option(help="Requests in flight when the gate is off.")] = RunConfig.max_concurrent_requests,
+    max_concurrent_requests: Annotated[int, typer.Option(min=1, help="Requests in flight when the gate is off.")] = RunConfig.max_concurrent_requests,
     markdown: MarkdownOpt = RunConfig.markdown,
-    target_longest_image_dim: Annotated[int, typer.Option(help="Rendered page size (longest side, px).")] = RunConfig.target_longest_image_dim,
+    target_longest_image_dim: Annotated[int, typer.Option(min=28, help="Rendered page size (longest side, px).")] = RunConfig.target_longest_image_dim,
     max_page_retries: MaxPageRetriesOpt = RunConfig.max_page_retries,
     gate: GateOpt = RunConfig.gate_block,
     no_gate: NoGateOpt = False,
-    gate_peak_ratio: Annotated[float | None, typer.Option(help="Release only when waiting <= ratio x peak.")] = None,
-    gate_cooldown: Annotated[float | None, typer.Option(help="Seconds between releases.")] = None,
-    gate_max_in_flight: Annotated[int | None, typer.Option(help="Hard cap on pages in flight.")] = None,
+    gate_peak_ratio: Annotated[float | None, typer.Option(min=0.0, help="Release only when waiting <= ratio x peak.")] = None,
+    gate_cooldown: Annotated[float | None, typer.Option(min=0.0, help="Seconds between releases.")] = None,
+    gate_max_in_flight: Annotated[int | None, typer.Option(min=1, help="Hard cap on pages in flight.")] = None,
     json_out: JsonOpt = False,
+    debug: DebugOpt = False,
     max_pages_per_pdf: MaxPagesOpt = RunConfig.max_pages_per_pdf,
     max_page_error_rate: MaxPageErrorRateOpt = RunConfig.max_page_error_rate,
     drop_on_page_errors: DropOnPageErrorsOpt = RunConfig.drop_on_page_errors,
@@ -98,43 +108,53 @@ def run_command(
     render_workers: RenderWorkersOpt = RunConfig.render_workers,
     pdf_memory_budget_mb: PdfMemoryBudgetOpt = RunConfig.pdf_memory_budget_mb,
 ) -> None:
-    """OCR PDFs into Dolma JSONL as a Prefect flow run; exits 1 if any PDF failed."""
+    """OCR PDFs into Dolma JSONL as a Prefect flow run.
+
+    Exit codes: 0 all converted, 1 some PDFs failed, 2 usage or preflight error,
+    3 server unavailable, 130 SIGINT, 143 SIGTERM.
+    """
     target = run_target(
         server, model, vllm_command, vllm_port, served_model_name, gpu_memory_utilization,
         max_model_len, tensor_parallel_size, data_parallel_size, max_num_seqs,
         limit_mm_per_prompt, vllm_arg, hang_after, restart_budget, restart_refill, gpus,
     )
-    prefect_env()
-    from flows.ocr_pdfs import ocr_pdfs
+    with one_line_errors(debug=debug):
+        from pagegate.ocr.preflight import run_preflight
 
-    ok, summary = run_flow_state(lambda: ocr_pdfs(
-        sources=list(sources),
-        workspace=workspace,
-        **target,
-        pages_per_group=pages_per_group,
-        workers=workers,
-        max_concurrent_requests=max_concurrent_requests,
-        markdown=markdown,
-        target_longest_image_dim=target_longest_image_dim,
-        max_page_retries=max_page_retries,
-        gate=gate,
-        gate_enabled=not no_gate,
-        gate_overrides=gate_overrides(gate_peak_ratio, gate_cooldown, gate_max_in_flight),
-        max_pages_per_pdf=max_pages_per_pdf,
-        max_page_error_rate=max_page_error_rate,
-        drop_on_page_errors=drop_on_page_errors,
-        pdf_password=secret(pdf_password),
-        pdf_password_secret=pdf_password_secret,
-        server_unavailable_after_seconds=server_unavailable_after_seconds,
-        s3_retry_mode=s3_retry_mode,
-        aws_credentials=aws_credentials,
-        result_storage=result_storage,
-        render_workers=render_workers,
-        pdf_memory_budget_mb=pdf_memory_budget_mb,
-        return_state=True,
-    ))
-    print_summary(summary, workspace, json_out=json_out)
-    raise typer.Exit(0 if ok else 1)
+        run_preflight(preflight_of(
+            target, workspace=workspace, sources=list(sources), s3_retry_mode=s3_retry_mode,
+            aws_credentials=aws_credentials,
+        ))
+        prefect_env()
+        from flows.ocr_pdfs import ocr_pdfs
+
+        ok, summary = run_flow_state(lambda: ocr_pdfs(
+            sources=list(sources),
+            workspace=workspace,
+            **target,
+            pages_per_group=pages_per_group,
+            workers=workers,
+            max_concurrent_requests=max_concurrent_requests,
+            markdown=markdown,
+            target_longest_image_dim=target_longest_image_dim,
+            max_page_retries=max_page_retries,
+            gate=gate,
+            gate_enabled=not no_gate,
+            gate_overrides=gate_overrides(gate_peak_ratio, gate_cooldown, gate_max_in_flight),
+            max_pages_per_pdf=max_pages_per_pdf,
+            max_page_error_rate=max_page_error_rate,
+            drop_on_page_errors=drop_on_page_errors,
+            pdf_password=secret(pdf_password),
+            pdf_password_secret=pdf_password_secret,
+            server_unavailable_after_seconds=server_unavailable_after_seconds,
+            s3_retry_mode=s3_retry_mode,
+            aws_credentials=aws_credentials,
+            result_storage=result_storage,
+            render_workers=render_workers,
+            pdf_memory_budget_mb=pdf_memory_budget_mb,
+            return_state=True,
+        ))
+    finish(ok, summary, workspace, json_out=json_out)
 
 
 def reprocess_command(
@@ -150,6 +170,7 @@ def reprocess_command(
     gate: GateOpt = RunConfig.gate_block,
     no_gate: NoGateOpt = False,
     json_out: JsonOpt = False,
+    debug: DebugOpt = False,
     max_pages_per_pdf: MaxPagesOpt = RunConfig.max_pages_per_pdf,
     max_page_error_rate: MaxPageErrorRateOpt = RunConfig.max_page_error_rate,
     drop_on_page_errors: DropOnPageErrorsOpt = RunConfig.drop_on_page_errors,
@@ -176,7 +197,7 @@ def reprocess_command(
     render_workers: RenderWorkersOpt = RunConfig.render_workers,
     pdf_memory_budget_mb: PdfMemoryBudgetOpt = RunConfig.pdf_memory_budget_mb,
 ) -> None:
-    """Retry the PDFs in WORKSPACE's failure ledger (or exactly PDF...); exits 1 if any still fail.
+    """Retry the PDFs in WORKSPACE's failure ledger (or exactly PDF...); exits as `run` does.
 
     Documents kept with flagged fallback pages (page_error_rate) are redone too; a
     listed PDF that is already committed cleanly is skipped.
@@ -192,35 +213,51 @@ def reprocess_command(
         max_model_len, tensor_parallel_size, data_parallel_size, max_num_seqs,
         limit_mm_per_prompt, vllm_arg, hang_after, restart_budget, restart_refill, gpus,
     )
-    prefect_env()
-    from flows.reprocess import reprocess
+    with one_line_errors(debug=debug):
+        from pagegate.ocr.preflight import run_preflight
 
-    ok, summary = run_flow_state(lambda: reprocess(
-        workspace=workspace,
-        pdfs=list(pdfs or []) or None,
-        only_reasons=reasons or None,
-        **target,
-        pages_per_group=pages_per_group,
-        workers=workers,
-        markdown=markdown,
-        max_page_retries=max_page_retries,
-        gate=gate,
-        gate_enabled=not no_gate,
-        max_pages_per_pdf=max_pages_per_pdf,
-        max_page_error_rate=max_page_error_rate,
-        drop_on_page_errors=drop_on_page_errors,
-        pdf_password=secret(pdf_password),
-        pdf_password_secret=pdf_password_secret,
-        server_unavailable_after_seconds=server_unavailable_after_seconds,
-        s3_retry_mode=s3_retry_mode,
-        aws_credentials=aws_credentials,
-        result_storage=result_storage,
-        render_workers=render_workers,
-        pdf_memory_budget_mb=pdf_memory_budget_mb,
-        return_state=True,
-    ))
+        run_preflight(preflight_of(
+            target, workspace=workspace, sources=[], s3_retry_mode=s3_retry_mode,
+            aws_credentials=aws_credentials,
+        ))
+        prefect_env()
+        from flows.reprocess import reprocess
+
+        ok, summary = run_flow_state(lambda: reprocess(
+            workspace=workspace,
+            pdfs=list(pdfs or []) or None,
+            only_reasons=reasons or None,
+            **target,
+            pages_per_group=pages_per_group,
+            workers=workers,
+            markdown=markdown,
+            max_page_retries=max_page_retries,
+            gate=gate,
+            gate_enabled=not no_gate,
+            max_pages_per_pdf=max_pages_per_pdf,
+            max_page_error_rate=max_page_error_rate,
+            drop_on_page_errors=drop_on_page_errors,
+            pdf_password=secret(pdf_password),
+            pdf_password_secret=pdf_password_secret,
+            server_unavailable_after_seconds=server_unavailable_after_seconds,
+            s3_retry_mode=s3_retry_mode,
+            aws_credentials=aws_credentials,
+            result_storage=result_storage,
+            render_workers=render_workers,
+            pdf_memory_budget_mb=pdf_memory_budget_mb,
+            return_state=True,
+        ))
+    finish(ok, summary, workspace, json_out=json_out)
+
+
+def finish(ok: bool, summary: dict[str, Any], workspace: str, *, json_out: bool) -> None:
+    """Print the summary, or the one line of a run its preflight stopped; exit accordingly."""
+    from pagegate.ocr.preflight import ERROR_KEY, UNREACHABLE_KEY
+
+    if summary.get(ERROR_KEY):
+        fail(str(summary[ERROR_KEY]), EXIT_SERVER if summary.get(UNREACHABLE_KEY) else EXIT_USAGE)
     print_summary(summary, workspace, json_out=json_out)
-    raise typer.Exit(0 if ok else 1)
+    raise typer.Exit(run_exit_code(ok, summary))
 
 
 def print_summary(summary: dict[str, Any], workspace: str, *, json_out: bool) -> None:

@@ -49,6 +49,7 @@ def make_s3_client(
     max_attempts: int = 10,
     max_pool_connections: int = 64,
     credentials: S3Credentials | None = None,
+    connect_timeout: float = 60.0,
 ) -> S3Client:
     """A boto3 S3 client from `credentials`, else the standard AWS environment and config.
 
@@ -56,28 +57,51 @@ def make_s3_client(
     variables and the region itself; we only add retries and a region default, since
     a client with no region cannot sign requests. The pool is larger than botocore's
     default of 10 because planning and group tasks fetch many PDFs at once. Explicit
-    credentials get the same retries and pool.
+    credentials get the same retries and pool. `connect_timeout` is botocore's own
+    default (60 s); the preflight passes a short one so an endpoint that does not
+    answer is reported in seconds.
     """
-    import boto3
     from botocore.config import Config
 
+    session = _session(credentials)
+    return session.client(
+        "s3",
+        region_name=session.region_name or "us-east-1",
+        endpoint_url=credentials.endpoint_url if credentials else None,
+        config=Config(
+            retries={"mode": retry_mode, "max_attempts": max_attempts},
+            max_pool_connections=max_pool_connections,
+            connect_timeout=connect_timeout,
+        ),
+    )
+
+
+def _session(credentials: S3Credentials | None) -> Any:
+    import boto3
+
     creds = credentials or S3Credentials()
-    session = boto3.session.Session(
+    return boto3.session.Session(
         aws_access_key_id=creds.access_key_id,
         aws_secret_access_key=creds.secret_access_key,
         aws_session_token=creds.session_token,
         region_name=creds.region,
         profile_name=creds.profile,
     )
-    return session.client(
-        "s3",
-        region_name=session.region_name or "us-east-1",
-        endpoint_url=creds.endpoint_url,
-        config=Config(
-            retries={"mode": retry_mode, "max_attempts": max_attempts},
-            max_pool_connections=max_pool_connections,
-        ),
-    )
+
+
+def s3_credentials_found(credentials: S3Credentials | None = None) -> bool:
+    """Whether botocore finds any credentials (explicit ones, else its usual chain).
+
+    Without this, a run with none gets as far as its first request and fails there with
+    botocore's NoCredentialsError, deep in a traceback. A profile that does not exist
+    counts as none.
+    """
+    from botocore.exceptions import BotoCoreError
+
+    try:
+        return _session(credentials).get_credentials() is not None
+    except BotoCoreError:  # ProfileNotFound and the like
+        return False
 
 
 class S3Store:

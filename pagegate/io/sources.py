@@ -60,7 +60,7 @@ def iter_sources(
     if isinstance(specs, str):
         raise TypeError("iter_sources takes a sequence of specs, not one string")
     expander = _Expander(s3_client, page_size)
-    if len(specs) == 1 and not _is_list_spec(specs[0]):
+    if len(specs) == 1 and not is_list_spec(specs[0]):
         # One prefix, glob or folder lists each object once: no set of every URI seen,
         # which is ~110 MB at a million keys (the planner's listing, bench/scaling.py).
         yield from expander.expand(specs[0], listed_in=None)
@@ -115,7 +115,7 @@ class _Expander:
         spec = spec.strip()
         if not spec:
             raise StorageError("empty source spec")
-        if listed_in is not None and _is_list_spec(spec):
+        if listed_in is not None and is_list_spec(spec):
             raise StorageError(f"source list {listed_in!r} names another list {spec!r}")
         found = False
         inner = self._s3_spec(spec) if spec.startswith(S3_SCHEME) else self._local_spec(spec)
@@ -199,7 +199,7 @@ class _Expander:
                 yield from self.expand(line, listed_in=spec)
 
 
-def _is_list_spec(spec: str) -> bool:
+def is_list_spec(spec: str) -> bool:
     """Would this spec be read as a list of specs?"""
     if spec.startswith(S3_SCHEME):
         _, key = split_s3_uri(spec)
