@@ -33,6 +33,7 @@ from pagegate.admission.base import Admission
 from pagegate.admission.build import GateSettings, open_admission
 from pagegate.clock import MonotonicClock
 from pagegate.config import RunConfig
+from pagegate.ocr.job import record_missing
 from pagegate.ocr.outcomes import GroupOutcome
 from pagegate.ocr.run import open_run_context, open_run_server
 from pagegate.plan.groups import Group
@@ -204,6 +205,8 @@ async def execute_plan(
             )
         finally:
             RUN_CONTEXT.reset(token)
+        if plan.missing:  # source entries that named nothing: recorded, counted as failed
+            outcomes.append(await record_missing(ctx, plan.missing))
         elapsed = clock.now() - ctx.stats.started_at
         gate_state = _snapshot(admission)
         summary = RunSummary.of(outcomes, already_done=plan.already_done, elapsed_seconds=elapsed)

@@ -12,7 +12,8 @@ The tree separates *what went wrong* so that retries can tell the cases apart:
     │   ├── RenderFailedError      the render worker crashed, hung or ran out of memory on
     │   │                          it (a page falls back to its text; a PDF neither
     │   │                          library could inspect so goes to the ledger)
-    │   └── DownloadError          the object could not be fetched (carries the S3 code)
+    │   ├── DownloadError          the object could not be fetched (carries the S3 code)
+    │   └── SourceNotFoundError    an entry of a source list (or a pattern) names nothing
     ├── StorageError               a workspace or source location is unusable
     ├── CapacityError              the server could not take the request now (503/429,
     │                              refused, reset, timeout); back off, never burns a page retry
@@ -81,6 +82,12 @@ class DownloadError(InputError):
     def __init__(self, message: str, *, source: str | None = None, code: str | None = None) -> None:
         super().__init__(message, source=source)
         self.code = code
+
+
+class SourceNotFoundError(InputError):
+    """A source entry names no file or object: recorded, and the run goes on without it."""
+
+    reason = "not_found"
 
 
 class StorageError(PagegateError):

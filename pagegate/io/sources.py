@@ -18,7 +18,9 @@ path for local files; `uri` is the full location):
 ==============================  ==========================================================
 
 A spec that yields nothing raises StorageError naming it: a typo must not quietly
-process zero PDFs. Listing is streamed page by page so the first document is yielded
+process zero PDFs. With `on_missing` it is reported there instead and the listing goes
+on: a run records a missing entry of a list in its ledger and converts the others (the
+run's preflight has already refused sources on the command line that name nothing). Listing is streamed page by page so the first document is yielded
 while S3 is still paging; the only thing that grows is the set of URIs already seen,
 kept to drop duplicates across specs (and within list files); a single prefix, glob or
 folder needs none.
@@ -32,7 +34,7 @@ import glob
 import os
 import re
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from fnmatch import fnmatchcase
 
 from pagegate.errors import DownloadError, StorageError
@@ -45,12 +47,16 @@ PDF_SUFFIX = ".pdf"
 LIST_SUFFIX = ".txt"
 _WILDCARD = re.compile(r"[*?\[]")
 
+OnMissing = Callable[[str, str], None]
+"""Called with (where the spec points, why it names nothing) for a spec that yields nothing."""
+
 
 def iter_sources(
     specs: Sequence[str],
     *,
     s3_client: S3Client | None = None,
     page_size: int = DEFAULT_PAGE_SIZE,
+    on_missing: OnMissing | None = None,
 ) -> Iterator[ObjectInfo]:
     """Yield every document the specs name, in spec order, each URI once (first wins).
 
@@ -59,7 +65,7 @@ def iter_sources(
     """
     if isinstance(specs, str):
         raise TypeError("iter_sources takes a sequence of specs, not one string")
-    expander = _Expander(s3_client, page_size)
+    expander = _Expander(s3_client, page_size, on_missing)
     if len(specs) == 1 and not is_list_spec(specs[0]):
         # One prefix, glob or folder lists each object once: no set of every URI seen,
         # which is ~110 MB at a million keys (the planner's listing, bench/scaling.py).
@@ -101,9 +107,10 @@ def s3_glob_match(pattern: str, key: str) -> bool:
 class _Expander:
     """Per-call expansion state: the shared, lazily built S3 client and the page size."""
 
-    def __init__(self, s3_client: S3Client | None, page_size: int) -> None:
+    def __init__(self, s3_client: S3Client | None, page_size: int, on_missing: OnMissing | None) -> None:
         self._client = s3_client
         self._page_size = page_size
+        self._on_missing = on_missing
 
     def _s3(self) -> S3Client:
         if self._client is None:
@@ -124,7 +131,9 @@ class _Expander:
             yield info
         if not found:
             where = f" (listed in {listed_in!r})" if listed_in else ""
-            raise StorageError(f"source {spec!r} matches nothing{where}")
+            if self._on_missing is None:
+                raise StorageError(f"source {spec!r} matches nothing{where}")
+            self._on_missing(missing_uri(spec), f"no file or object matches {spec!r}{where}")
 
     # ------------------------------------------------------------------ S3
 
@@ -197,6 +206,12 @@ class _Expander:
             line = line.strip()
             if line and not line.startswith("#"):
                 yield from self.expand(line, listed_in=spec)
+
+
+def missing_uri(spec: str) -> str:
+    """Where a spec that names nothing points: its absolute path, or the s3:// URI as typed."""
+    spec = spec.strip()
+    return spec if spec.startswith(S3_SCHEME) else os.path.abspath(os.path.expanduser(spec))
 
 
 def is_list_spec(spec: str) -> bool:

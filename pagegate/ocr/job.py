@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pagegate import __version__
-from pagegate.errors import DownloadError, InputError, ServerUnavailableError
+from pagegate.errors import DownloadError, InputError, ServerUnavailableError, SourceNotFoundError
 from pagegate.io.local import errno_code
 from pagegate.io.storage import read_uri
 from pagegate.io.store import S3_SCHEME
@@ -26,6 +27,7 @@ from pagegate.output.documents import PageResult, build_dolma_document, document
 from pagegate.output.ledger import FailureRecord, record_for_page_error_rate, record_from_error
 from pagegate.pdf.wire import PdfSource
 from pagegate.plan.groups import Group
+from pagegate.plan.pending import MissingSource
 
 log = logging.getLogger("pagegate.pdf")
 
@@ -180,6 +182,18 @@ async def _ocr_all_pages(
     except* ServerUnavailableError as group:
         raise group.exceptions[0] from None
     return [t.result() for t in tasks]
+
+
+MISSING_GROUP = "sources"  # the group id of the records of source entries that named nothing
+
+
+async def record_missing(ctx: RunContext, missing: Sequence[MissingSource]) -> GroupOutcome:
+    """Ledger records for the source entries that named nothing; their outcomes as a group."""
+    outcomes = []
+    for entry in missing:
+        error = SourceNotFoundError(entry.detail, source=entry.uri)
+        outcomes.append(await _fail(ctx, entry.uri, MISSING_GROUP, error))
+    return GroupOutcome(MISSING_GROUP, tuple(outcomes))
 
 
 async def _fail(ctx: RunContext, uri: str, group_id: str, exc: BaseException) -> PdfOutcome:

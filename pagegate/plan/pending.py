@@ -20,11 +20,21 @@ from pagegate.plan.groups import Group, PlannedPdf, plan_groups
 
 
 @dataclass(frozen=True)
+class MissingSource:
+    """A source entry that names nothing (a list's line, a pattern): recorded, not fatal."""
+
+    uri: str
+    detail: str
+
+
+@dataclass(frozen=True)
 class PendingPlan:
-    """The groups still to do, and how many listed PDFs were already committed."""
+    """The groups still to do, how many listed PDFs were already committed, and the
+    entries that named nothing."""
 
     groups: tuple[Group, ...]
     already_done: int
+    missing: tuple[MissingSource, ...] = ()
 
     @property
     def pdfs(self) -> int:
@@ -44,8 +54,12 @@ def plan_pending(
     password: str | None = None,
     workers: int = 8,
 ) -> PendingPlan:
-    """List `sources`, skip PDFs committed in `workspace` (None: skip nothing), cut groups."""
+    """List `sources`, skip PDFs committed in `workspace` (None: skip nothing), cut groups.
+
+    An entry that names nothing is kept in `missing` and the listing goes on.
+    """
     done = [0]
+    missing: list[MissingSource] = []
 
     def check(uri: str) -> PlannedPdf | None:
         if workspace is not None and workspace.is_committed(uri):
@@ -59,9 +73,13 @@ def plan_pending(
             else:
                 yield pdf
 
-    uris = (info.uri for info in iter_sources(list(sources), s3_client=s3_client))
+    listing = iter_sources(
+        list(sources), s3_client=s3_client,
+        on_missing=lambda uri, detail: missing.append(MissingSource(uri, detail)),
+    )
+    uris = (info.uri for info in listing)
     groups = plan_groups(todo(ordered_map(check, uris, workers=workers)), pages_per_group)
-    return PendingPlan(tuple(groups), done[0])
+    return PendingPlan(tuple(groups), done[0], tuple(missing))
 
 
 def plan_uris(
