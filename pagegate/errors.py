@@ -25,15 +25,19 @@ The tree separates *what went wrong* so that retries can tell the cases apart:
     ├── GateClosedError            the admission closed while a page waited; says nothing
     │                              about the server, so a permit reports it as CANCELLED
     ├── ServerLaunchError          a server pagegate launched exited or never became ready
-    └── PreflightError             a run cannot start: a workspace it cannot write, no S3
-        │                          credentials, a source that names nothing, a model the
-        │                          server does not serve (checked before any page is sent)
-        └── ServerUnreachableError the server does not answer /v1/models at all
+    ├── PreflightError             a run cannot start: a workspace it cannot write, no S3
+    │   │                          credentials, a source that names nothing, a model the
+    │   │                          server does not serve (checked before any page is sent)
+    │   └── ServerUnreachableError the server does not answer /v1/models at all
+    └── RunInterrupted             SIGINT or SIGTERM stopped a run the CLI started (no
+                                   fault: the CLI says what was committed, exits 130/143)
 
 `InputError.reason` is the short, stable reason class written to the failure ledger.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class PagegateError(Exception):
@@ -136,3 +140,12 @@ class PreflightError(PagegateError):
 
 class ServerUnreachableError(PreflightError):
     """The server did not answer /v1/models (refused, timed out, 5xx): exit 3, not 2."""
+
+
+class RunInterrupted(PagegateError):
+    """SIGINT or SIGTERM stopped a run; `last` is its last progress update, if any."""
+
+    def __init__(self, signum: int, last: Any = None) -> None:
+        super().__init__(f"stopped by signal {signum}")
+        self.signum = signum
+        self.last = last

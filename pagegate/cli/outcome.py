@@ -27,7 +27,7 @@ from typing import Any, NoReturn
 
 import typer
 
-from pagegate.errors import PreflightError, ServerUnreachableError
+from pagegate.errors import PreflightError, RunInterrupted, ServerUnreachableError
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -67,6 +67,8 @@ def one_line_errors(*, debug: bool) -> Iterator[None]:
         if debug:
             traceback.print_exc()
         fail(str(exc), preflight_exit_code(exc))
+    except RunInterrupted as exc:
+        report_stopped(exc)
     except (typer.Exit, typer.Abort, KeyboardInterrupt, SystemExit):
         raise
     except Exception as exc:  # a bug: one line here, the traceback in the log file
@@ -74,6 +76,28 @@ def one_line_errors(*, debug: bool) -> Iterator[None]:
         if debug:
             traceback.print_exc()
         fail(f"{type(exc).__name__}: {exc} (traceback in {where})", EXIT_FAILED)
+
+
+def report_stopped(exc: RunInterrupted) -> NoReturn:
+    """pagegate's own line for a stopped run, the partial summary, and 130 or 143.
+
+    Nothing is half-written: results and ledger records are whole-object writes, so
+    what was committed is done and the rerun skips it; the rest is simply not there.
+    """
+    sample = exc.last.sample if exc.last is not None else None
+    committed = sample.pdfs_done if sample is not None else 0
+    name = signal.Signals(exc.signum).name
+    typer.echo(
+        f"interrupted by {name}: {committed} PDFs committed; rerun the same command to continue",
+        err=True,
+    )
+    if sample is not None:
+        typer.echo(
+            f"PDFs ok: {sample.pdfs_done}  failed: {sample.pdfs_failed}  "
+            f"not done: {max(0, sample.pdfs_planned - sample.pdfs_done - sample.pdfs_failed)}  "
+            f"pages: {sample.pages_done}  fallback pages: {sample.fallback_pages}"
+        )
+    raise typer.Exit(EXIT_SIGTERM if exc.signum == signal.SIGTERM else EXIT_SIGINT)
 
 
 def _log_traceback(exc: BaseException) -> str:

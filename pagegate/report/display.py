@@ -87,6 +87,7 @@ class TerminalProgress:
         self._plain = Throttle(plain_interval)
         self._live: Live | None = None
         self._redirected: list[tuple[Any, Any]] = []
+        self.last: ProgressUpdate | None = None  # for a partial summary when the run is stopped
 
     def __enter__(self) -> TerminalProgress:
         if self.live_mode:
@@ -117,6 +118,7 @@ class TerminalProgress:
         self.show(update)
 
     def show(self, update: ProgressUpdate) -> None:
+        self.last = update
         if self._live is not None:
             self._live.update(render_update(update), refresh=True)
         elif update.final or self._plain.due(self._clock()):

@@ -34,6 +34,7 @@ from pagegate.report.progress import (
     ProgressUpdate,
     Timeline,
     monitor,
+    progress_update,
     publish,
     take_sample,
 )
@@ -187,9 +188,22 @@ async def open_monitor(
     )
     try:
         yield run_monitor
+    except BaseException:
+        # Interrupted (Ctrl-C, SIGTERM, a crash): no next tick comes, so the in-process
+        # listener (the CLI) gets the counters as they are now, for its partial summary.
+        if listener is not None:
+            await _last_word(listener, run_monitor.sample())
+        raise
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def _last_word(listener: ProgressSink, sample: ProgressSample) -> None:
+    try:
+        await listener(progress_update(sample, []))
+    except Exception:  # the run is ending anyway; its own error is the one to see
+        log.warning("progress listener failed on the last sample", exc_info=True)
 
 
 def browser_link(store: Store, key: str) -> str | None:
