@@ -74,6 +74,7 @@ async def ocr_pdfs(
     max_pages_per_pdf: AtLeastOne | None = RunConfig.max_pages_per_pdf,
     max_page_error_rate: Share = RunConfig.max_page_error_rate,
     drop_on_page_errors: bool = RunConfig.drop_on_page_errors,
+    max_fallback_share: Share = RunConfig.max_fallback_share,
     pdf_password: SecretStr | None = None,
     pdf_password_secret: str | None = None,
     server_unavailable_after_seconds: Seconds = RunConfig.server_unavailable_after_seconds,
@@ -109,6 +110,8 @@ async def ocr_pdfs(
             `page_error_rate` ledger record (olmOCR: 1/250).
         drop_on_page_errors: such a document is not written (olmOCR's behaviour); by
             default it is written with its fallback pages flagged.
+        max_fallback_share: when a larger share of the run's pages fell back to the text
+            layer, the run ends Failed saying so (the model did not really read them).
         pdf_password: password for encrypted PDFs (recorded masked; a UI retry cannot
             recover it, so deployments use pdf_password_secret).
         pdf_password_secret: name of a Prefect Secret block holding that password.
@@ -139,7 +142,8 @@ async def ocr_pdfs(
         target_longest_image_dim=target_longest_image_dim, max_page_retries=max_page_retries,
         gate=gate, gate_enabled=gate_enabled, gate_overrides=gate_overrides,
         max_pages_per_pdf=max_pages_per_pdf, max_page_error_rate=max_page_error_rate,
-        drop_on_page_errors=drop_on_page_errors, pdf_password=pdf_password,
+        drop_on_page_errors=drop_on_page_errors, max_fallback_share=max_fallback_share,
+        pdf_password=pdf_password,
         pdf_password_secret=pdf_password_secret,
         server_unavailable_after_seconds=server_unavailable_after_seconds,
         s3_retry_mode=s3_retry_mode, aws_credentials=aws_credentials,
@@ -216,6 +220,9 @@ async def execute_plan(
     flagged = summary.flagged_message()
     if flagged:
         logger.warning(flagged)
+    alarm = summary.fallback_alarm(config.max_fallback_share)
+    if alarm:
+        logger.error(alarm)
     if summary.failed:
         await acreate_table_artifact(
             key="ocr-failed-pdfs",
@@ -224,6 +231,8 @@ async def execute_plan(
         )
         # No log line of its own: Prefect logs the final state with this message.
         return Failed(message=summary.message(), data=summary.as_dict())
+    if alarm:
+        return Failed(message=alarm, data={**summary.as_dict(), "alarm": alarm})
     return Completed(message=summary.message(), data=summary.as_dict())
 
 

@@ -56,6 +56,7 @@ class RunParams:
     max_pages_per_pdf: int | None
     max_page_error_rate: float
     drop_on_page_errors: bool
+    max_fallback_share: float
     pdf_password: SecretStr | None
     pdf_password_secret: str | None
     server_unavailable_after_seconds: float
@@ -97,6 +98,7 @@ class RunParams:
             max_pages_per_pdf=self.max_pages_per_pdf,
             max_page_error_rate=self.max_page_error_rate,
             drop_on_page_errors=self.drop_on_page_errors,
+            max_fallback_share=self.max_fallback_share,
             pdf_password=pdf_password,
             s3_credentials=s3_credentials,
             server_unavailable_after_seconds=self.server_unavailable_after_seconds,

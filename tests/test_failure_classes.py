@@ -123,8 +123,10 @@ def test_page_error_rate_keeps_the_document_flagged_unless_asked_to_drop_it(
     (src / "a.pdf").write_bytes(samples.text_pdf(2, title="Flagged"))
     sim = start_sim(profile="ci", garbage_below_temperature=99)  # every reply unusable
 
+    # max_fallback_share=1: every page falls back here, which would fail the run itself
     kept_state, kept = run_flow(sources=[str(src)], workspace=str(tmp_path / "kept"),
-                                server_url=sim.base_url, max_page_retries=1)
+                                server_url=sim.base_url, max_page_retries=1,
+                                max_fallback_share=1.0)
     dropped_state, dropped = run_flow(sources=[str(src)], workspace=str(tmp_path / "dropped"),
                                       server_url=sim.base_url, max_page_retries=1,
                                       drop_on_page_errors=True)

@@ -42,6 +42,7 @@ PdfMemoryBudgetOpt = Annotated[int, typer.Option("--pdf-memory-budget", min=1, h
 MaxPagesOpt = Annotated[int | None, typer.Option(min=1, help="PDFs with more pages go to the ledger (too_many_pages).")]
 MaxPageErrorRateOpt = Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of fallback pages above which a PDF gets a page_error_rate record.")]
 DropOnPageErrorsOpt = Annotated[bool, typer.Option("--drop-on-page-errors", help="Over the rate: don't write the document (default: write it, fallback pages flagged).")]
+MaxFallbackShareOpt = Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of the run's pages that may fall back to the text layer; above it the run fails (exit 1) saying the model did not read them.")]
 PdfPasswordOpt = Annotated[str | None, typer.Option(envvar="PAGEGATE_PDF_PASSWORD", show_default=False, help="Password for encrypted PDFs (prefer the env var; never logged).")]
 PdfPasswordSecretOpt = Annotated[str | None, typer.Option(help="Name of a Prefect Secret block holding the PDF password.")]
 UnavailableAfterOpt = Annotated[float, typer.Option("--server-unavailable-after", min=0.0, help="Seconds a server may refuse or be unreachable (capacity errors, gate paused) before the PDFs waiting on it are recorded as server_unavailable; the run never exits for it.")]

@@ -25,6 +25,7 @@ from pagegate.cli.options import (
     JsonOpt,
     LimitMmOpt,
     MarkdownOpt,
+    MaxFallbackShareOpt,
     MaxModelLenOpt,
     MaxNumSeqsOpt,
     MaxPageErrorRateOpt,
@@ -85,6 +86,7 @@ def run_command(
     max_pages_per_pdf: MaxPagesOpt = RunConfig.max_pages_per_pdf,
     max_page_error_rate: MaxPageErrorRateOpt = RunConfig.max_page_error_rate,
     drop_on_page_errors: DropOnPageErrorsOpt = RunConfig.drop_on_page_errors,
+    max_fallback_share: MaxFallbackShareOpt = RunConfig.max_fallback_share,
     pdf_password: PdfPasswordOpt = RunConfig.pdf_password,
     pdf_password_secret: PdfPasswordSecretOpt = None,
     server_unavailable_after_seconds: UnavailableAfterOpt = RunConfig.server_unavailable_after_seconds,
@@ -144,6 +146,7 @@ def run_command(
             max_pages_per_pdf=max_pages_per_pdf,
             max_page_error_rate=max_page_error_rate,
             drop_on_page_errors=drop_on_page_errors,
+            max_fallback_share=max_fallback_share,
             pdf_password=secret(pdf_password),
             pdf_password_secret=pdf_password_secret,
             server_unavailable_after_seconds=server_unavailable_after_seconds,
@@ -174,6 +177,7 @@ def reprocess_command(
     max_pages_per_pdf: MaxPagesOpt = RunConfig.max_pages_per_pdf,
     max_page_error_rate: MaxPageErrorRateOpt = RunConfig.max_page_error_rate,
     drop_on_page_errors: DropOnPageErrorsOpt = RunConfig.drop_on_page_errors,
+    max_fallback_share: MaxFallbackShareOpt = RunConfig.max_fallback_share,
     pdf_password: PdfPasswordOpt = RunConfig.pdf_password,
     pdf_password_secret: PdfPasswordSecretOpt = None,
     server_unavailable_after_seconds: UnavailableAfterOpt = RunConfig.server_unavailable_after_seconds,
@@ -237,6 +241,7 @@ def reprocess_command(
             max_pages_per_pdf=max_pages_per_pdf,
             max_page_error_rate=max_page_error_rate,
             drop_on_page_errors=drop_on_page_errors,
+            max_fallback_share=max_fallback_share,
             pdf_password=secret(pdf_password),
             pdf_password_secret=pdf_password_secret,
             server_unavailable_after_seconds=server_unavailable_after_seconds,
@@ -268,6 +273,8 @@ def print_summary(summary: dict[str, Any], workspace: str, *, json_out: bool) ->
     elapsed = float(summary.get("elapsed_seconds") or 0.0)
     pages = int(summary.get("pages") or 0)
     rate = pages / elapsed if elapsed > 0 else 0.0
+    if summary.get("alarm"):
+        typer.echo(f"WARNING: {summary['alarm']}")
     typer.echo(
         f"PDFs ok: {summary.get('pdfs_ok', 0)}  failed: {summary.get('pdfs_failed', 0)}  "
         f"skipped: {summary.get('pdfs_skipped', 0)}  pages: {pages}  "
