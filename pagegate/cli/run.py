@@ -14,6 +14,9 @@ import typer
 
 from pagegate.cli.flowrun import prefect_env, run_flow_state
 from pagegate.cli.options import (
+    GATE,
+    OUTPUT,
+    PAGES,
     AwsCredentialsOpt,
     DebugOpt,
     DpOpt,
@@ -67,20 +70,20 @@ from pagegate.config import RunConfig
 
 def run_command(
     sources: Annotated[list[str], typer.Argument(help="s3://bucket/prefix, globs, folders, files, or .txt lists.")],
-    workspace: Annotated[str, typer.Option(help="Output location: local folder or s3://bucket/prefix.")],
+    workspace: Annotated[str, typer.Option(help="Output location: local folder or s3://bucket/prefix.", rich_help_panel=OUTPUT)],
     server: ServerOpt = None,
     model: ModelOpt = None,
     pages_per_group: PagesPerGroupOpt = RunConfig.pages_per_group,
     workers: WorkersOpt = RunConfig.workers,
-    max_concurrent_requests: Annotated[int, typer.Option(min=1, help="Requests in flight when the gate is off.")] = RunConfig.max_concurrent_requests,
+    max_concurrent_requests: Annotated[int, typer.Option(min=1, help="Requests in flight when the gate is off.", rich_help_panel=GATE)] = RunConfig.max_concurrent_requests,
     markdown: MarkdownOpt = RunConfig.markdown,
-    target_longest_image_dim: Annotated[int, typer.Option(min=28, help="Rendered page size (longest side, px).")] = RunConfig.target_longest_image_dim,
+    target_longest_image_dim: Annotated[int, typer.Option(min=28, help="Rendered page size (longest side, px).", rich_help_panel=PAGES)] = RunConfig.target_longest_image_dim,
     max_page_retries: MaxPageRetriesOpt = RunConfig.max_page_retries,
     gate: GateOpt = RunConfig.gate_block,
     no_gate: NoGateOpt = False,
-    gate_peak_ratio: Annotated[float | None, typer.Option(min=0.0, help="Release only when waiting <= ratio x peak.")] = None,
-    gate_cooldown: Annotated[float | None, typer.Option(min=0.0, help="Seconds between releases.")] = None,
-    gate_max_in_flight: Annotated[int | None, typer.Option(min=1, help="Hard cap on pages in flight.")] = None,
+    gate_peak_ratio: Annotated[float | None, typer.Option(min=0.0, help="Release only when waiting <= ratio x peak.", show_default="the block's", rich_help_panel=GATE)] = None,
+    gate_cooldown: Annotated[float | None, typer.Option(min=0.0, help="Seconds between releases.", show_default="the block's", rich_help_panel=GATE)] = None,
+    gate_max_in_flight: Annotated[int | None, typer.Option(min=1, help="Hard cap on pages in flight.", show_default="the block's", rich_help_panel=GATE)] = None,
     json_out: JsonOpt = False,
     debug: DebugOpt = False,
     max_pages_per_pdf: MaxPagesOpt = RunConfig.max_pages_per_pdf,
@@ -163,7 +166,7 @@ def run_command(
 def reprocess_command(
     workspace: Annotated[str, typer.Argument(help="Workspace whose failure ledger to work through.")],
     pdfs: Annotated[list[str] | None, typer.Argument(help="Redo exactly these PDFs instead of the ledger's.")] = None,
-    only_reason: Annotated[list[str] | None, typer.Option(help="Only ledger records with this reason (repeatable).")] = None,
+    only_reason: Annotated[list[str] | None, typer.Option(help="Only ledger records with this reason (repeatable).", show_default="every reason", rich_help_panel=OUTPUT)] = None,
     server: ServerOpt = None,
     model: ModelOpt = None,
     pages_per_group: PagesPerGroupOpt = RunConfig.pages_per_group,
