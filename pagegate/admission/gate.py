@@ -246,9 +246,7 @@ class Gate:
             self._note_pause(now)
             if self._waiters and unavailable(self._state, now, self.config):
                 failed = self._fail_waiters(
-                    ServerUnavailableError(
-                        f"server unavailable; admission paused too long ({self._last_scrape_error})"
-                    )
+                    ServerUnavailableError(f"server unavailable; admission paused too long ({self._last_scrape_error})")
                 )
                 self._unavailable_failures += failed
                 logger.error(
@@ -266,8 +264,6 @@ class Gate:
         scrapes, self._scrapes = self._scrapes, []
         for scrape in scrapes:
             if isinstance(scrape, ScrapeFailure):
-                if self._last_scrape_error is None:  # the first one says where and why at once
-                    logger.warning("no reading from the server: %s", scrape.error)
                 self._state = observe_failure(self._state, scrape.at, self.config)
                 self._last_scrape_error = scrape.error
             else:

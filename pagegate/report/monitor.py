@@ -128,9 +128,17 @@ class RunMonitor:
         )
         self.timeline = Timeline()
         self.started_at = datetime.now(UTC)
+        self._told_scrape_error = False
 
     def sample(self) -> ProgressSample:
-        return take_sample(self.ctx.stats, self.plan, _snapshot(self.ctx), self.ctx.clock.now())
+        snapshot = _snapshot(self.ctx)
+        error = snapshot.get("last_scrape_error")
+        if error and not self._told_scrape_error:
+            # The gate starts paused for want of a reading, so its 'paused' warning never
+            # comes for a server that is down from the start: say where and why here, once.
+            log.warning("no reading from the server: %s", error)
+            self._told_scrape_error = True
+        return take_sample(self.ctx.stats, self.plan, snapshot, self.ctx.clock.now())
 
     def group_finished(self, group: Group, outcome: GroupOutcome) -> None:
         ocr_pages = sum(p.pages for p in outcome.pdfs if p.status == "ok")
