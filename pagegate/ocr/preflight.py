@@ -19,6 +19,7 @@ wrong, where, and what to do. It is blocking I/O; the flow runs it in a thread.
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,9 +34,17 @@ from pagegate.io.storage import open_store
 from pagegate.io.store import S3_SCHEME, S3Client, split_s3_uri
 from pagegate.server.launcher import models_listed
 
+log = logging.getLogger("pagegate.preflight")
+
 MARKER_PREFIX = ".pagegate-preflight-"  # the object written and deleted to prove the workspace writable
 TIMEOUT_SECONDS = 10.0                  # per request: a check must answer in seconds, not after retries
 S3_ATTEMPTS = 2                         # botocore attempts per S3 call in the preflight (runs use 10)
+# S3 answers that say "busy", not "no": the run's own ten attempts ride them out, so the
+# preflight does not stop a run for them (botocore's standard retry mode retries these).
+TRANSIENT_S3_CODES = frozenset({
+    "SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "Throttling",
+    "ThrottlingException", "RequestLimitExceeded", "500", "502", "503", "504",
+})
 ERROR_KEY = "error"                     # a flow's result data when its preflight stopped it
 UNREACHABLE_KEY = "server_unreachable"
 
@@ -96,6 +105,9 @@ def check_workspace(uri: str, *, s3_client: S3Client | None) -> None:
         store.write_bytes(key, b"pagegate preflight\n")
         store.delete(key)
     except StorageError as exc:
+        if _transient(exc):
+            log.warning("preflight: %s is busy (%s); the run will retry", store.uri, _cause(exc))
+            return
         raise PreflightError(
             f"workspace {store.uri} is not writable ({_cause(exc)}); "
             "fix its permissions or choose another --workspace"
@@ -111,6 +123,9 @@ def check_sources(specs: Sequence[str], *, s3_client: S3Client | None) -> None:
             else:
                 next(iter_sources([spec], s3_client=s3_client))
         except StorageError as exc:
+            if _transient(exc):
+                log.warning("preflight: listing %s is throttled (%s); the run will retry", spec, _cause(exc))
+                continue
             raise PreflightError(f"{exc}; check the path, pattern or bucket") from exc
 
 
@@ -146,6 +161,11 @@ def check_server(url: str, model: str, *, http: httpx.Client) -> None:
     if model not in served:
         hint = f"it serves {', '.join(served)}: pass --model {served[0]}" if served else "it lists no model"
         raise PreflightError(f"model {model!r} is not served by {url}; {hint}")
+
+
+def _transient(exc: StorageError) -> bool:
+    inner = exc.__cause__
+    return inner is not None and hasattr(inner, "response") and s3_code(inner) in TRANSIENT_S3_CODES
 
 
 def _cause(exc: BaseException) -> str:
