@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -24,13 +23,6 @@ from tests.helpers import metric_total, read_ledger, read_results, run_flow
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def dead_server() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"  # refused once the socket is closed
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -51,7 +43,9 @@ def test_cli_reprocess_takes_only_the_chosen_reasons_from_the_ledger(
         (src / f"{name}.pdf").write_bytes(samples.text_pdf(n, title=name))
     (src / "c.pdf").write_bytes(samples.truncated_pdf())
     ws = tmp_path / "ws"
-    state, _ = run_flow(sources=[str(src)], workspace=str(ws), server_url=dead_server(),
+    # It lists the model, so the run starts, then answers every page 503.
+    busy = start_sim(profile="ci", reject_status_every=1)
+    state, _ = run_flow(sources=[str(src)], workspace=str(ws), server_url=busy.base_url,
                         gate_enabled=False, server_unavailable_after_seconds=0.5)
     assert state.is_failed()
     before = {Path(u).stem: r["reason"] for u, r in read_ledger(ws).items()}
