@@ -41,6 +41,7 @@ from pagegate.plan.pending import PendingPlan
 from pagegate.report.summary import RunSummary, failure_rows
 from tasks.admission_block import AdmissionGate
 from tasks.ocr_group import group_outcome, ocr_group
+from tasks.output_options import record_output_options
 from tasks.plan_groups import plan_pending_task
 from tasks.preflight import preflight_failure
 from tasks.result_storage import resolve_result_storage
@@ -165,6 +166,8 @@ async def ocr_pdfs(
         s3_retry_mode=config.s3_retry_mode,
         aws_credentials=aws_credentials,
     )
+    # Before the first commit: reprocess will write what this run writes, where it writes it.
+    config = await asyncio.to_thread(record_output_options, config, plan.source_root)
     return await execute_plan(config, gate_settings, plan, result_storage=storage)
 
 

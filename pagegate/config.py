@@ -33,6 +33,7 @@ class RunConfig:
     workers: int = 20                         # group tasks at once (olmOCR --workers)
     max_concurrent_requests: int = 1600       # olmOCR --max_concurrent_requests; used when no gate
     markdown: bool = False
+    markdown_root: str | None = None          # .md paths are relative to it (pagegate.output.options)
     target_longest_image_dim: int = 1288      # olmOCR --target_longest_image_dim
     max_page_retries: int = 8                 # olmOCR --max_page_retries
     max_page_error_rate: float = 0.004        # olmOCR --max_page_error_rate (1/250)

@@ -64,7 +64,8 @@ async def process_pdf(ctx: RunContext, uri: str, group_id: str) -> PdfOutcome:
         if flag is not None and ctx.config.drop_on_page_errors:
             return await _record(ctx, flag)
         location = await _commit(ctx, lambda: workspace.commit_document(
-            uri, dolma, markdown=ctx.config.markdown, flag=flag
+            uri, dolma, markdown=ctx.config.markdown, markdown_root=ctx.config.markdown_root,
+            flag=flag,
         ))
     except (InputError, ServerUnavailableError) as exc:
         return await _fail(ctx, uri, group_id, exc)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pagegate.io.pool import ordered_map
-from pagegate.io.sources import iter_sources
+from pagegate.io.sources import common_root, iter_sources
 from pagegate.output.workspace import Workspace
 from pagegate.plan.count import count_pages
 from pagegate.plan.groups import Group, PlannedPdf, plan_groups
@@ -29,12 +29,13 @@ class MissingSource:
 
 @dataclass(frozen=True)
 class PendingPlan:
-    """The groups still to do, how many listed PDFs were already committed, and the
-    entries that named nothing."""
+    """The groups still to do, how many listed PDFs were already committed, the
+    entries that named nothing, and the sources' common root (markdown paths)."""
 
     groups: tuple[Group, ...]
     already_done: int
     missing: tuple[MissingSource, ...] = ()
+    source_root: str | None = None
 
     @property
     def pdfs(self) -> int:
@@ -60,6 +61,7 @@ def plan_pending(
     """
     done = [0]
     missing: list[MissingSource] = []
+    roots: list[str] = []
 
     def check(uri: str) -> PlannedPdf | None:
         if workspace is not None and workspace.is_committed(uri):
@@ -76,10 +78,11 @@ def plan_pending(
     listing = iter_sources(
         list(sources), s3_client=s3_client,
         on_missing=lambda uri, detail: missing.append(MissingSource(uri, detail)),
+        on_root=roots.append,
     )
     uris = (info.uri for info in listing)
     groups = plan_groups(todo(ordered_map(check, uris, workers=workers)), pages_per_group)
-    return PendingPlan(tuple(groups), done[0], tuple(missing))
+    return PendingPlan(tuple(groups), done[0], tuple(missing), common_root(roots))
 
 
 def plan_uris(
