@@ -58,3 +58,22 @@ def record_shard_options(
             shard_parameters.get("drop_on_page_errors", RunConfig.drop_on_page_errors)
         ),
     )
+
+
+def with_recorded_options(
+    config: RunConfig, *, markdown: bool | None, drop_on_page_errors: bool | None
+) -> RunConfig:
+    """A reprocess run's config: each output option it was given, else the recorded one.
+
+    Nothing is recorded: reprocess redoes PDFs in the workspace's layout, it does not
+    choose one.
+    """
+    recorded = _workspace(config).read_options() or OutputOptions()
+    return replace(
+        config,
+        markdown=recorded.markdown if markdown is None else markdown,
+        drop_on_page_errors=(
+            recorded.drop_on_page_errors if drop_on_page_errors is None else drop_on_page_errors
+        ),
+        markdown_root=recorded.markdown_root,
+    )

@@ -49,6 +49,9 @@ PdfMemoryBudgetOpt = Annotated[int, typer.Option("--pdf-memory-budget", min=1, h
 # How bad inputs and outages are handled.
 MaxPagesOpt = Annotated[int | None, typer.Option(min=1, help="PDFs with more pages go to the ledger (too_many_pages).", rich_help_panel=PAGES, show_default='no cap')]
 MaxPageErrorRateOpt = Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of fallback pages above which a PDF gets a page_error_rate record.", rich_help_panel=PAGES)]
+# reprocess: empty takes the option the workspace's last run recorded (pagegate.output.options).
+RecordedMarkdownOpt = Annotated[bool | None, typer.Option("--markdown/--no-markdown", help="Write one .md per PDF, or not.", rich_help_panel=OUTPUT, show_default="as the workspace's run")]
+RecordedDropOpt = Annotated[bool | None, typer.Option("--drop-on-page-errors/--keep-on-page-errors", help="Over the rate: don't write the document, or write it with its fallback pages flagged.", rich_help_panel=PAGES, show_default="as the workspace's run")]
 DropOnPageErrorsOpt = Annotated[bool, typer.Option("--drop-on-page-errors", help="Over the rate: don't write the document (default: write it, fallback pages flagged).", rich_help_panel=PAGES, metavar="", show_default="off")]
 MaxFallbackShareOpt = Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of the run's pages that may fall back to the text layer; above it the run fails (exit 1) saying the model did not read them.", rich_help_panel=PAGES)]
 PdfPasswordOpt = Annotated[str | None, typer.Option(envvar="PAGEGATE_PDF_PASSWORD", show_default=False, help="Password for encrypted PDFs (prefer the env var; never logged).", rich_help_panel=PAGES)]

@@ -40,6 +40,8 @@ from pagegate.cli.options import (
     PdfMemoryBudgetOpt,
     PdfPasswordOpt,
     PdfPasswordSecretOpt,
+    RecordedDropOpt,
+    RecordedMarkdownOpt,
     RenderWorkersOpt,
     RestartBudgetOpt,
     RestartRefillOpt,
@@ -171,7 +173,7 @@ def reprocess_command(
     model: ModelOpt = None,
     pages_per_group: PagesPerGroupOpt = RunConfig.pages_per_group,
     workers: WorkersOpt = RunConfig.workers,
-    markdown: MarkdownOpt = RunConfig.markdown,
+    markdown: RecordedMarkdownOpt = None,
     max_page_retries: MaxPageRetriesOpt = RunConfig.max_page_retries,
     gate: GateOpt = RunConfig.gate_block,
     no_gate: NoGateOpt = False,
@@ -179,7 +181,7 @@ def reprocess_command(
     debug: DebugOpt = False,
     max_pages_per_pdf: MaxPagesOpt = RunConfig.max_pages_per_pdf,
     max_page_error_rate: MaxPageErrorRateOpt = RunConfig.max_page_error_rate,
-    drop_on_page_errors: DropOnPageErrorsOpt = RunConfig.drop_on_page_errors,
+    drop_on_page_errors: RecordedDropOpt = None,
     max_fallback_share: MaxFallbackShareOpt = RunConfig.max_fallback_share,
     pdf_password: PdfPasswordOpt = RunConfig.pdf_password,
     pdf_password_secret: PdfPasswordSecretOpt = None,
@@ -207,7 +209,9 @@ def reprocess_command(
     """Retry the PDFs in WORKSPACE's failure ledger (or exactly PDF...); exits as `run` does.
 
     Documents kept with flagged fallback pages (page_error_rate) are redone too; a
-    listed PDF that is already committed cleanly is skipped.
+    listed PDF that is already committed cleanly is skipped. --markdown and
+    --drop-on-page-errors default to what the workspace's last run recorded, so the
+    redone PDFs get the same outputs, in the same places, as the others.
     """
     from pagegate.plan.reprocess import check_reasons
 
