@@ -9,6 +9,7 @@ asserts on it. The preflight rows also check that no page reached the server.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -248,6 +249,29 @@ def test_a_list_with_missing_entries_converts_the_others(
             f"(listed in '{listing}'))") in ran.out.splitlines()
     assert len(read_results(ws)) == 97
     assert {s: r["reason"] for s, r in read_ledger(ws).items()} == dict.fromkeys(gone, "not_found")
+
+
+def test_s3_throttles_the_run(
+    sim: SimServer, s3_proxy: Any, s3_bucket: str, s3_client: Any, tmp_path: Path,
+    api_env: dict[str, str],
+) -> None:
+    for i in range(2):
+        s3_client.put_object(Bucket=s3_bucket, Key=f"in/d{i}.pdf",
+                             Body=samples.text_pdf(1, title=f"S{i}", seed=i))
+    s3_proxy.plan.unavailable_every(3)
+    env = {**api_env, **aws_env(s3_proxy.endpoint_url)}
+    ran = cli("run", f"s3://{s3_bucket}/in/", "--workspace", str(tmp_path / "ws"),
+              "--server", sim.base_url, env=env)
+    assert ran.code == 0, ran.err
+    retries = [ln.split(" - ", 1)[-1] for ln in ran.err.splitlines() if "retrying, attempt" in ln]
+    assert retries, ran.err
+    assert all(
+        re.fullmatch(rf"S3 \w+ to {s3_proxy.endpoint_url}: retrying, attempt \d+ of 11 "
+                     r"after HTTP 503 ServiceUnavailable", line)
+        for line in retries
+    ), retries
+    print(f"first retry line: {retries[0]}")
+    assert len(read_results(tmp_path / "ws")) == 2
 
 
 def test_a_file_that_is_not_a_pdf(
