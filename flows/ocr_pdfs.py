@@ -33,6 +33,7 @@ from pagegate.admission.base import Admission
 from pagegate.admission.build import GateSettings, open_admission
 from pagegate.clock import MonotonicClock
 from pagegate.config import RunConfig
+from pagegate.ocr.job import record_missing
 from pagegate.ocr.outcomes import GroupOutcome
 from pagegate.ocr.run import open_run_context, open_run_server
 from pagegate.plan.groups import Group
@@ -40,11 +41,20 @@ from pagegate.plan.pending import PendingPlan
 from pagegate.report.summary import RunSummary, failure_rows
 from tasks.admission_block import AdmissionGate
 from tasks.ocr_group import group_outcome, ocr_group
+from tasks.output_options import record_output_options
 from tasks.plan_groups import plan_pending_task
+from tasks.preflight import preflight_failure
 from tasks.result_storage import resolve_result_storage
 from tasks.run_context_var import RUN_CONTEXT
 from tasks.run_monitor import create_summary_artifact, open_run_monitor
-from tasks.run_params import RunParams, run_settings
+from tasks.run_params import (
+    AtLeastOne,
+    PositiveSeconds,
+    RunParams,
+    Seconds,
+    Share,
+    run_settings,
+)
 
 
 @flow(name="ocr-pdfs")
@@ -53,29 +63,30 @@ async def ocr_pdfs(
     workspace: str,
     server_url: str | None = None,
     model: str = RunConfig.model,
-    pages_per_group: int = RunConfig.pages_per_group,
-    workers: int = RunConfig.workers,
-    max_concurrent_requests: int = RunConfig.max_concurrent_requests,
+    pages_per_group: AtLeastOne = RunConfig.pages_per_group,
+    workers: AtLeastOne = RunConfig.workers,
+    max_concurrent_requests: AtLeastOne = RunConfig.max_concurrent_requests,
     markdown: bool = RunConfig.markdown,
-    target_longest_image_dim: int = RunConfig.target_longest_image_dim,
-    max_page_retries: int = RunConfig.max_page_retries,
+    target_longest_image_dim: AtLeastOne = RunConfig.target_longest_image_dim,
+    max_page_retries: AtLeastOne = RunConfig.max_page_retries,
     gate: AdmissionGate | str | None = RunConfig.gate_block,
     gate_enabled: bool = RunConfig.use_gate,
     gate_overrides: dict[str, Any] | None = None,
-    max_pages_per_pdf: int | None = RunConfig.max_pages_per_pdf,
-    max_page_error_rate: float = RunConfig.max_page_error_rate,
+    max_pages_per_pdf: AtLeastOne | None = RunConfig.max_pages_per_pdf,
+    max_page_error_rate: Share = RunConfig.max_page_error_rate,
     drop_on_page_errors: bool = RunConfig.drop_on_page_errors,
+    max_fallback_share: Share = RunConfig.max_fallback_share,
     pdf_password: SecretStr | None = None,
     pdf_password_secret: str | None = None,
-    server_unavailable_after_seconds: float = RunConfig.server_unavailable_after_seconds,
+    server_unavailable_after_seconds: Seconds = RunConfig.server_unavailable_after_seconds,
     s3_retry_mode: str = RunConfig.s3_retry_mode,
     aws_credentials: str | None = None,
     result_storage: str | None = None,
     launch_server: dict[str, Any] | None = None,
     server_urls: list[str] | None = None,
-    capacity_backoff_max_seconds: float = RunConfig.capacity_backoff_max_seconds,
-    render_workers: int | None = RunConfig.render_workers,
-    pdf_memory_budget_mb: int = RunConfig.pdf_memory_budget_mb,
+    capacity_backoff_max_seconds: PositiveSeconds = RunConfig.capacity_backoff_max_seconds,
+    render_workers: AtLeastOne | None = RunConfig.render_workers,
+    pdf_memory_budget_mb: AtLeastOne = RunConfig.pdf_memory_budget_mb,
 ) -> State[Any]:
     """OCR PDFs from S3 or disk into Dolma JSONL in WORKSPACE.
 
@@ -100,6 +111,8 @@ async def ocr_pdfs(
             `page_error_rate` ledger record (olmOCR: 1/250).
         drop_on_page_errors: such a document is not written (olmOCR's behaviour); by
             default it is written with its fallback pages flagged.
+        max_fallback_share: when a larger share of the run's pages fell back to the text
+            layer, the run ends Failed saying so (the model did not really read them).
         pdf_password: password for encrypted PDFs (recorded masked; a UI retry cannot
             recover it, so deployments use pdf_password_secret).
         pdf_password_secret: name of a Prefect Secret block holding that password.
@@ -130,7 +143,8 @@ async def ocr_pdfs(
         target_longest_image_dim=target_longest_image_dim, max_page_retries=max_page_retries,
         gate=gate, gate_enabled=gate_enabled, gate_overrides=gate_overrides,
         max_pages_per_pdf=max_pages_per_pdf, max_page_error_rate=max_page_error_rate,
-        drop_on_page_errors=drop_on_page_errors, pdf_password=pdf_password,
+        drop_on_page_errors=drop_on_page_errors, max_fallback_share=max_fallback_share,
+        pdf_password=pdf_password,
         pdf_password_secret=pdf_password_secret,
         server_unavailable_after_seconds=server_unavailable_after_seconds,
         s3_retry_mode=s3_retry_mode, aws_credentials=aws_credentials,
@@ -139,6 +153,9 @@ async def ocr_pdfs(
         render_workers=render_workers, pdf_memory_budget_mb=pdf_memory_budget_mb,
     )
     config, gate_settings = await run_settings(params, sources=sources)
+    stopped = await preflight_failure(config)
+    if stopped is not None:
+        return stopped
     storage = await resolve_result_storage(result_storage)
     planner = plan_pending_task.with_options(result_storage=storage) if storage else plan_pending_task
     plan = await planner(
@@ -149,6 +166,8 @@ async def ocr_pdfs(
         s3_retry_mode=config.s3_retry_mode,
         aws_credentials=aws_credentials,
     )
+    # Before the first commit: reprocess will write what this run writes, where it writes it.
+    config = await asyncio.to_thread(record_output_options, config, plan.source_root)
     return await execute_plan(config, gate_settings, plan, result_storage=storage)
 
 
@@ -193,6 +212,8 @@ async def execute_plan(
             )
         finally:
             RUN_CONTEXT.reset(token)
+        if plan.missing:  # source entries that named nothing: recorded, counted as failed
+            outcomes.append(await record_missing(ctx, plan.missing))
         elapsed = clock.now() - ctx.stats.started_at
         gate_state = _snapshot(admission)
         summary = RunSummary.of(outcomes, already_done=plan.already_done, elapsed_seconds=elapsed)
@@ -202,6 +223,9 @@ async def execute_plan(
     flagged = summary.flagged_message()
     if flagged:
         logger.warning(flagged)
+    alarm = summary.fallback_alarm(config.max_fallback_share)
+    if alarm:
+        logger.error(alarm)
     if summary.failed:
         await acreate_table_artifact(
             key="ocr-failed-pdfs",
@@ -210,6 +234,8 @@ async def execute_plan(
         )
         # No log line of its own: Prefect logs the final state with this message.
         return Failed(message=summary.message(), data=summary.as_dict())
+    if alarm:
+        return Failed(message=alarm, data={**summary.as_dict(), "alarm": alarm})
     return Completed(message=summary.message(), data=summary.as_dict())
 
 

@@ -42,6 +42,7 @@ from pagegate.scale.summary import (
     planner_markdown,
     planner_summary,
 )
+from tasks.output_options import record_shard_options
 from tasks.shard_runs import PrefectShardRuns
 
 
@@ -110,6 +111,9 @@ async def ocr_planner(
         bytes_per_page=config.bytes_per_page,
     )
     planning_seconds = clock.now() - started
+    # Before any shard starts: each shard lists only its manifest, so it would name its
+    # markdown relative to its own files; the planner's root keeps one layout for all.
+    await asyncio.to_thread(record_shard_options, space, plan.source_root, shard_parameters or {})
     logger.info(
         "planned %d shard(s): %d PDFs, ~%d pages (%.1f s)",
         len(plan.shards), plan.pdfs, plan.estimated_pages, planning_seconds,

@@ -14,6 +14,7 @@ fallback pages). A selected PDF that is committed and clean is skipped.
 # No `from __future__ import annotations`: Prefect builds the parameter model from these
 # annotations, and a served run may see the function without its module's globals.
 # Defaults are RunConfig's (pagegate/config.py), read by name, as in flows/ocr_pdfs.py.
+import asyncio
 from typing import Any
 
 from prefect import State, flow, get_run_logger
@@ -25,10 +26,19 @@ from pagegate.config import RunConfig
 from pagegate.plan.reprocess import check_reasons
 from pagegate.report.summary import RunSummary
 from tasks.admission_block import AdmissionGate
+from tasks.output_options import with_recorded_options
 from tasks.plan_groups import plan_uris_task
+from tasks.preflight import preflight_failure
 from tasks.reprocess_select import select_from_ledger_task
 from tasks.result_storage import resolve_result_storage
-from tasks.run_params import RunParams, run_settings
+from tasks.run_params import (
+    AtLeastOne,
+    PositiveSeconds,
+    RunParams,
+    Seconds,
+    Share,
+    run_settings,
+)
 
 
 @flow(name="reprocess")
@@ -38,29 +48,30 @@ async def reprocess(
     only_reasons: list[str] | None = None,
     server_url: str | None = None,
     model: str = RunConfig.model,
-    pages_per_group: int = RunConfig.pages_per_group,
-    workers: int = RunConfig.workers,
-    max_concurrent_requests: int = RunConfig.max_concurrent_requests,
-    markdown: bool = RunConfig.markdown,
-    target_longest_image_dim: int = RunConfig.target_longest_image_dim,
-    max_page_retries: int = RunConfig.max_page_retries,
+    pages_per_group: AtLeastOne = RunConfig.pages_per_group,
+    workers: AtLeastOne = RunConfig.workers,
+    max_concurrent_requests: AtLeastOne = RunConfig.max_concurrent_requests,
+    markdown: bool | None = None,
+    target_longest_image_dim: AtLeastOne = RunConfig.target_longest_image_dim,
+    max_page_retries: AtLeastOne = RunConfig.max_page_retries,
     gate: AdmissionGate | str | None = RunConfig.gate_block,
     gate_enabled: bool = RunConfig.use_gate,
     gate_overrides: dict[str, Any] | None = None,
-    max_pages_per_pdf: int | None = RunConfig.max_pages_per_pdf,
-    max_page_error_rate: float = RunConfig.max_page_error_rate,
-    drop_on_page_errors: bool = RunConfig.drop_on_page_errors,
+    max_pages_per_pdf: AtLeastOne | None = RunConfig.max_pages_per_pdf,
+    max_page_error_rate: Share = RunConfig.max_page_error_rate,
+    drop_on_page_errors: bool | None = None,
+    max_fallback_share: Share = RunConfig.max_fallback_share,
     pdf_password: SecretStr | None = None,
     pdf_password_secret: str | None = None,
-    server_unavailable_after_seconds: float = RunConfig.server_unavailable_after_seconds,
+    server_unavailable_after_seconds: Seconds = RunConfig.server_unavailable_after_seconds,
     s3_retry_mode: str = RunConfig.s3_retry_mode,
     aws_credentials: str | None = None,
     result_storage: str | None = None,
     launch_server: dict[str, Any] | None = None,
     server_urls: list[str] | None = None,
-    capacity_backoff_max_seconds: float = RunConfig.capacity_backoff_max_seconds,
-    render_workers: int | None = RunConfig.render_workers,
-    pdf_memory_budget_mb: int = RunConfig.pdf_memory_budget_mb,
+    capacity_backoff_max_seconds: PositiveSeconds = RunConfig.capacity_backoff_max_seconds,
+    render_workers: AtLeastOne | None = RunConfig.render_workers,
+    pdf_memory_budget_mb: AtLeastOne = RunConfig.pdf_memory_budget_mb,
 ) -> State[Any]:
     """Retry the failed PDFs of WORKSPACE (its ledger), or exactly the PDFs listed.
 
@@ -68,16 +79,18 @@ async def reprocess(
         workspace: the workspace whose ledger to work through, and where results go.
         pdfs: explicit PDF locations to redo instead of the ledger.
         only_reasons: take only ledger records with these reasons, e.g. ["server_unavailable"].
+        markdown, drop_on_page_errors: empty: as the workspace's last run recorded them.
         (the other parameters are those of `ocr-pdfs`)
     """
     params = RunParams(
         workspace=workspace, server_url=server_url, model=model,
         pages_per_group=pages_per_group, workers=workers,
-        max_concurrent_requests=max_concurrent_requests, markdown=markdown,
+        max_concurrent_requests=max_concurrent_requests, markdown=bool(markdown),
         target_longest_image_dim=target_longest_image_dim, max_page_retries=max_page_retries,
         gate=gate, gate_enabled=gate_enabled, gate_overrides=gate_overrides,
         max_pages_per_pdf=max_pages_per_pdf, max_page_error_rate=max_page_error_rate,
-        drop_on_page_errors=drop_on_page_errors, pdf_password=pdf_password,
+        drop_on_page_errors=bool(drop_on_page_errors), max_fallback_share=max_fallback_share,
+        pdf_password=pdf_password,
         pdf_password_secret=pdf_password_secret,
         server_unavailable_after_seconds=server_unavailable_after_seconds,
         s3_retry_mode=s3_retry_mode, aws_credentials=aws_credentials,
@@ -99,6 +112,12 @@ async def reprocess(
         return Completed(message="nothing to reprocess", data=RunSummary().as_dict())
     logger.info("reprocessing %d PDF(s) from %s", len(chosen), "the list" if pdfs else "the ledger")
     config, gate_settings = await run_settings(params, sources=chosen, redo_flagged=True)
+    stopped = await preflight_failure(config, check_sources=False)
+    if stopped is not None:
+        return stopped
+    config = await asyncio.to_thread(
+        with_recorded_options, config, markdown=markdown, drop_on_page_errors=drop_on_page_errors
+    )
     storage = await resolve_result_storage(result_storage)
     planner = plan_uris_task.with_options(result_storage=storage) if storage else plan_uris_task
     plan = await planner(

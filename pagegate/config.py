@@ -33,10 +33,12 @@ class RunConfig:
     workers: int = 20                         # group tasks at once (olmOCR --workers)
     max_concurrent_requests: int = 1600       # olmOCR --max_concurrent_requests; used when no gate
     markdown: bool = False
+    markdown_root: str | None = None          # .md paths are relative to it (pagegate.output.options)
     target_longest_image_dim: int = 1288      # olmOCR --target_longest_image_dim
     max_page_retries: int = 8                 # olmOCR --max_page_retries
     max_page_error_rate: float = 0.004        # olmOCR --max_page_error_rate (1/250)
     drop_on_page_errors: bool = False         # over the rate: drop the document (olmOCR) or keep it flagged
+    max_fallback_share: float = 0.5           # more of a run's pages from the text layer: the run fails
     max_pages_per_pdf: int | None = None
     pdf_password: str | None = field(default=None, repr=False)  # never in a log line or repr
     s3_credentials: S3Credentials | None = field(default=None, repr=False)  # else the AWS environment
@@ -70,6 +72,8 @@ class RunConfig:
             raise ValueError("max_concurrent_requests must be at least 1")
         if not 0.0 <= self.max_page_error_rate <= 1.0:
             raise ValueError("max_page_error_rate must be within [0, 1]")
+        if not 0.0 <= self.max_fallback_share <= 1.0:
+            raise ValueError("max_fallback_share must be within [0, 1]")
         if self.max_page_retries < 1:
             raise ValueError("max_page_retries must be at least 1")
         if self.max_pages_per_pdf is not None and self.max_pages_per_pdf < 1:

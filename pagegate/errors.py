@@ -12,7 +12,8 @@ The tree separates *what went wrong* so that retries can tell the cases apart:
     │   ├── RenderFailedError      the render worker crashed, hung or ran out of memory on
     │   │                          it (a page falls back to its text; a PDF neither
     │   │                          library could inspect so goes to the ledger)
-    │   └── DownloadError          the object could not be fetched (carries the S3 code)
+    │   ├── DownloadError          the object could not be fetched (carries the S3 code)
+    │   └── SourceNotFoundError    an entry of a source list (or a pattern) names nothing
     ├── StorageError               a workspace or source location is unusable
     ├── CapacityError              the server could not take the request now (503/429,
     │                              refused, reset, timeout); back off, never burns a page retry
@@ -23,12 +24,20 @@ The tree separates *what went wrong* so that retries can tell the cases apart:
     │                              freezes: a missing reading, never a zero one)
     ├── GateClosedError            the admission closed while a page waited; says nothing
     │                              about the server, so a permit reports it as CANCELLED
-    └── ServerLaunchError          a server pagegate launched exited or never became ready
+    ├── ServerLaunchError          a server pagegate launched exited or never became ready
+    ├── PreflightError             a run cannot start: a workspace it cannot write, no S3
+    │   │                          credentials, a source that names nothing, a model the
+    │   │                          server does not serve (checked before any page is sent)
+    │   └── ServerUnreachableError the server does not answer /v1/models at all
+    └── RunInterrupted             SIGINT or SIGTERM stopped a run the CLI started (no
+                                   fault: the CLI says what was committed, exits 130/143)
 
 `InputError.reason` is the short, stable reason class written to the failure ledger.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class PagegateError(Exception):
@@ -79,6 +88,12 @@ class DownloadError(InputError):
         self.code = code
 
 
+class SourceNotFoundError(InputError):
+    """A source entry names no file or object: recorded, and the run goes on without it."""
+
+    reason = "not_found"
+
+
 class StorageError(PagegateError):
     """A workspace or source location cannot be used (bad URI, missing bucket, ...)."""
 
@@ -116,3 +131,21 @@ class GateClosedError(PagegateError):
 
 class ServerLaunchError(PagegateError):
     """The server exited or never became ready; the message carries its last log lines."""
+
+
+class PreflightError(PagegateError):
+    """A run cannot start as asked; found before any page is sent. The message says what
+    to do, in one line (the CLI prints it and exits 2)."""
+
+
+class ServerUnreachableError(PreflightError):
+    """The server did not answer /v1/models (refused, timed out, 5xx): exit 3, not 2."""
+
+
+class RunInterrupted(PagegateError):
+    """SIGINT or SIGTERM stopped a run; `last` is its last progress update, if any."""
+
+    def __init__(self, signum: int, last: Any = None) -> None:
+        super().__init__(f"stopped by signal {signum}")
+        self.signum = signum
+        self.last = last

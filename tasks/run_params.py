@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from prefect.blocks.system import Secret
 from prefect.runtime import flow_run
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 
 from pagegate.admission.build import GateSettings
 from pagegate.config import RunConfig
@@ -26,6 +26,15 @@ from pagegate.server.target import node_server_url
 from tasks.admission_block import AdmissionGate
 from tasks.aws_credentials import load_s3_credentials
 from tasks.gate_param import gate_block_name, load_gate_settings, managed_server_for
+
+# Ranges for the flows' parameters. Prefect validates a run's parameters with the
+# pydantic model it builds from the signature, so a deployment run given
+# `pages_per_group=0` ends Failed at once naming the parameter, before anything starts;
+# the UI's form shows the bounds too. The CLI checks the same ranges on its flags.
+AtLeastOne = Annotated[int, Field(ge=1)]
+Share = Annotated[float, Field(ge=0.0, le=1.0)]
+Seconds = Annotated[float, Field(ge=0.0)]
+PositiveSeconds = Annotated[float, Field(gt=0.0)]
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,7 @@ class RunParams:
     max_pages_per_pdf: int | None
     max_page_error_rate: float
     drop_on_page_errors: bool
+    max_fallback_share: float
     pdf_password: SecretStr | None
     pdf_password_secret: str | None
     server_unavailable_after_seconds: float
@@ -88,6 +98,7 @@ class RunParams:
             max_pages_per_pdf=self.max_pages_per_pdf,
             max_page_error_rate=self.max_page_error_rate,
             drop_on_page_errors=self.drop_on_page_errors,
+            max_fallback_share=self.max_fallback_share,
             pdf_password=pdf_password,
             s3_credentials=s3_credentials,
             server_unavailable_after_seconds=self.server_unavailable_after_seconds,

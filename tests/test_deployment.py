@@ -137,7 +137,8 @@ def test_nightly_deployment_runs_on_a_worker_and_a_retry_redoes_only_the_failed_
     artifacts = asyncio.run(run_artifacts(flow_run_id))
     progress = artifacts["ocr-progress"]
     assert float(progress.data) == 100.0
-    assert progress.description.startswith("7/7 pages (100%)")  # 3 x 2 pages + late.pdf (1)
+    # settled: every planned page (3 x 2 + late.pdf's 1); converted: the 6 of the 3 good PDFs
+    assert progress.description.startswith("6/7 pages converted (86%)")
     summary = artifacts["ocr-run-summary"].data
     assert "| pages | 6 |" in summary and "| gate releases / pauses |" in summary
     chart_uri = f"s3://{s3_bucket}/ocr-out/runs/{flow_run_id}/chart.png"
@@ -162,3 +163,39 @@ def test_nightly_deployment_runs_on_a_worker_and_a_retry_redoes_only_the_failed_
     keys = {o["Key"] for o in listed}
     assert sum(k.startswith("ocr-out/results/") for k in keys) == 4
     assert not any(k.startswith("ocr-out/ledger/") for k in keys)
+
+
+def test_a_deployment_run_whose_preflight_fails_ends_failed_with_the_cli_line(
+    worker: tuple[dict[str, str], IO[bytes]], tmp_path: Path, start_sim: Any
+) -> None:
+    """No CLI in front of it: the flow's own preflight stops the run before any page."""
+    env, log = worker
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "a.pdf").write_bytes(samples.text_pdf(1, title="A"))
+    sim = start_sim(profile="ci")
+    args = [f"{src}", f"{tmp_path / 'ws'}", sim.base_url, "olmocrx"]
+
+    out = prefect_cli(
+        env, "deployment", "run", "ocr-pdfs/nightly",
+        "--param", f'sources=["{args[0]}"]', "--param", f"workspace={args[1]}",
+        "--param", f"server_url={args[2]}", "--param", f"model={args[3]}",
+    )
+    match = re.search(r"UUID: ([0-9a-f-]{36})", out)
+    assert match, out
+    run = asyncio.run(wait_final(match.group(1), log, timeout_s=RUN_TIMEOUT_S))
+    cli = subprocess.run(
+        [sys.executable, "-m", "pagegate.cli", "run", args[0], "--workspace", args[1],
+         "--server", args[2], "--model", args[3]],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+    )
+
+    assert run.state.is_failed(), f"{run.state}\n{log_tail(log)}"
+    assert run.deployment_id is not None
+    assert run.state.message == (
+        f"model 'olmocrx' is not served by {sim.base_url}; it serves olmocr: pass --model olmocr"
+    )
+    assert cli.returncode == 2
+    assert cli.stderr.strip().splitlines()[-1] == f"error: {run.state.message}"
+    assert requests_served(sim.metrics_url) == 0
+    assert not (tmp_path / "ws" / "results").exists()

@@ -229,6 +229,21 @@ def test_markdown_paths_mirror_the_source(uri: str, expected: str) -> None:
     assert markdown_relpath(uri) == expected
 
 
+@pytest.mark.parametrize(
+    ("uri", "root", "expected"),
+    [
+        ("/home/me/pdfs/a.pdf", "/home/me/pdfs/", "a.md"),
+        ("/home/me/pdfs/sub/b.pdf", "/home/me/pdfs/", "sub/b.md"),
+        ("s3://bucket/pre/fix/c.pdf", "s3://bucket/pre/", "fix/c.md"),
+        ("/elsewhere/d.pdf", "/home/me/pdfs/", "elsewhere/d.md"),  # outside: mirrored whole
+        ("/home/me/pdfsx/e.pdf", "/home/me/pdfs/", "home/me/pdfsx/e.md"),
+        ("/home/me/pdfs/../up.pdf", "/home/me/pdfs/", "up.md"),  # never above markdown/
+    ],
+)
+def test_markdown_paths_are_relative_to_the_source_root(uri: str, root: str, expected: str) -> None:
+    assert markdown_relpath(uri, root) == expected
+
+
 @pytest.mark.parametrize("uri", ["", "/", "..", "s3://", "\\..\\", "\x00"])
 def test_sources_without_a_path_get_their_document_id(uri: str) -> None:
     assert markdown_relpath(uri) == f"{document_id(uri)}.md"

@@ -11,7 +11,6 @@ import gzip
 import io
 import json
 import random
-import socket
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -123,8 +122,10 @@ def test_page_error_rate_keeps_the_document_flagged_unless_asked_to_drop_it(
     (src / "a.pdf").write_bytes(samples.text_pdf(2, title="Flagged"))
     sim = start_sim(profile="ci", garbage_below_temperature=99)  # every reply unusable
 
+    # max_fallback_share=1: every page falls back here, which would fail the run itself
     kept_state, kept = run_flow(sources=[str(src)], workspace=str(tmp_path / "kept"),
-                                server_url=sim.base_url, max_page_retries=1)
+                                server_url=sim.base_url, max_page_retries=1,
+                                max_fallback_share=1.0)
     dropped_state, dropped = run_flow(sources=[str(src)], workspace=str(tmp_path / "dropped"),
                                       server_url=sim.base_url, max_page_retries=1,
                                       drop_on_page_errors=True)
@@ -141,24 +142,21 @@ def test_page_error_rate_keeps_the_document_flagged_unless_asked_to_drop_it(
     assert dropped_state.is_failed() and dropped["pdfs_failed"] == 1
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port  # nothing listens once the socket is closed: connections are refused
-
-
-def test_server_unavailable_after_the_deadline(tmp_path: Path) -> None:
+def test_server_unavailable_after_the_deadline(tmp_path: Path, start_sim: Any) -> None:
+    """A server that lists the model (so the preflight lets the run start) but answers
+    every page with 503: past the deadline the PDF is recorded, naming the server and why."""
     src = tmp_path / "in"
     src.mkdir()
     (src / "a.pdf").write_bytes(samples.text_pdf(2))
+    busy = start_sim(profile="ci", reject_status_every=1)
     state, summary = run_flow(
         sources=[str(src)], workspace=str(tmp_path / "ws"),
-        server_url=f"http://127.0.0.1:{_closed_port()}/v1", gate_enabled=False,
+        server_url=busy.base_url, gate_enabled=False,
         server_unavailable_after_seconds=1.0,
     )
     record = read_ledger(tmp_path / "ws")[str(src / "a.pdf")]
     assert record["reason"] == "server_unavailable"
+    assert f"{busy.base_url}/chat/completions: HTTP 503" in record["detail"]
     assert state.is_failed() and summary["failed"][0]["reason"] == "server_unavailable"
     assert read_results(tmp_path / "ws") == {}
 

@@ -41,7 +41,7 @@ def test_every_input_error_reason_is_a_known_reason() -> None:
     assert {cls.reason for cls in input_errors} <= REASONS
     assert {
         "not_a_pdf", "unreadable", "encrypted", "zero_pages", "too_many_pages",
-        "render_failed", "download_failed", "page_error_rate", "server_unavailable", "internal_error",
+        "render_failed", "download_failed", "not_found", "page_error_rate", "server_unavailable", "internal_error",
     } == REASONS
 
 

@@ -139,12 +139,28 @@ def test_format_duration() -> None:
 
 def test_progress_line_names_every_figure() -> None:
     s = take_sample(RunStats(started_at=0.0, pages_done=120, pdfs_done=10, pdfs_failed=1),
-                    PlanProgress(4, 40, 300), {**GATE, "paused": "stale"}, now=30.0)
+                    PlanProgress(4, 40, 300), GATE, now=30.0)
     line = progress_line(progress_update(s, []))
-    for part in ("120/300 pages (40%)", "4.0 pages/s", "ETA 0:45", "in flight 32",
+    for part in ("120/300 pages converted (40%)", "4.0 pages/s", "ETA 0:45", "in flight 32",
                  "server waiting 5", "PDFs 10 ok / 1 failed of 40", "gate: cooldown",
-                 "7 releases", "1 pauses", "PAUSED (stale)"):
+                 "7 releases", "1 pauses"):
         assert part in line
+
+
+def test_no_eta_while_paused() -> None:
+    s = take_sample(RunStats(started_at=0.0, pages_done=120), PlanProgress(4, 40, 300),
+                    {**GATE, "paused": "no_reading"}, now=30.0)
+    line = progress_line(progress_update(s, []))
+    assert "ETA ?" in line and "PAUSED (no_reading)" in line
+
+
+def test_progress_counts_only_converted_pages() -> None:
+    """Every group back, every PDF failed: the plan is settled, but nothing was converted."""
+    plan = PlanProgress(1, 2, 5)
+    plan.group_finished(planned_pages=5, ocr_pages=0)
+    s = take_sample(RunStats(started_at=0.0, pdfs_failed=2), plan, GATE, now=3.0)
+    assert s.pages_settled == 5
+    assert "0/5 pages converted (0%)" in progress_line(progress_update(s, []))
 
 
 # ------------------------------------------------------------------ timeline, throttle
@@ -229,7 +245,7 @@ def test_render_update_shows_the_operator_figures() -> None:
     out = io.StringIO()
     Console(file=out, width=140, force_terminal=False).print(render_update(gate_update()))
     text = out.getvalue()
-    for part in ("120/300 pages", "40%", "4.0 pages/s", "ETA 0:45", "in flight 32",
+    for part in ("120/300 pages", "40%", "4.0 pages/s", "in flight 32",
                  "server waiting 5", "gate: cooldown", "7 releases", "PAUSED (stale)"):
         assert part in text
 

@@ -53,5 +53,5 @@ def test_artifact_follows_updates_at_most_every_interval_and_always_at_the_end()
     seen = asyncio.run(scenario())
 
     assert [p for p, _ in seen] == [10.0, 10.0, 30.0, 40.0]
-    assert seen[0][1].startswith("10/100 pages (10%)")
-    assert seen[-1][1].startswith("40/100 pages (40%)")
+    assert seen[0][1].startswith("10/100 pages converted (10%)")
+    assert seen[-1][1].startswith("40/100 pages converted (40%)")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -24,13 +23,6 @@ from tests.helpers import metric_total, read_ledger, read_results, run_flow
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def dead_server() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"  # refused once the socket is closed
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -51,7 +43,9 @@ def test_cli_reprocess_takes_only_the_chosen_reasons_from_the_ledger(
         (src / f"{name}.pdf").write_bytes(samples.text_pdf(n, title=name))
     (src / "c.pdf").write_bytes(samples.truncated_pdf())
     ws = tmp_path / "ws"
-    state, _ = run_flow(sources=[str(src)], workspace=str(ws), server_url=dead_server(),
+    # It lists the model, so the run starts, then answers every page 503.
+    busy = start_sim(profile="ci", reject_status_every=1)
+    state, _ = run_flow(sources=[str(src)], workspace=str(ws), server_url=busy.base_url,
                         gate_enabled=False, server_unavailable_after_seconds=0.5)
     assert state.is_failed()
     before = {Path(u).stem: r["reason"] for u, r in read_ledger(ws).items()}
@@ -121,3 +115,25 @@ def test_reprocess_redoes_flagged_documents_and_explicit_lists(
     record = read_ledger(ws)[gone]
     assert record["reason"] == "download_failed" and record["extra"]["s3_code"] == "ENOENT"
     assert str(src / "flagged.pdf") not in read_ledger(ws)
+
+
+def test_reprocess_writes_the_outputs_the_run_recorded(tmp_path: Path, start_sim: Any) -> None:
+    """The run's --markdown (and its root) come from the workspace, not reprocess's flags."""
+    src = tmp_path / "in"
+    (src / "sub").mkdir(parents=True)
+    (src / "a.pdf").write_bytes(samples.text_pdf(1, title="a"))
+    (src / "sub" / "b.pdf").write_bytes(samples.text_pdf(2, title="b"))
+    ws = tmp_path / "ws"
+    busy = start_sim(profile="ci", reject_status_every=1)
+    state, _ = run_flow(sources=[str(src)], workspace=str(ws), server_url=busy.base_url,
+                        markdown=True, gate_enabled=False, server_unavailable_after_seconds=0.5)
+    assert state.is_failed() and len(read_ledger(ws)) == 2
+    sim = start_sim(profile="ci")
+
+    redone = cli("reprocess", str(ws), "--server", sim.base_url, "--json")
+
+    assert redone.returncode == 0, redone.stdout + redone.stderr
+    assert len(read_results(ws)) == 2
+    assert sorted(p.relative_to(ws / "markdown").as_posix() for p in ws.rglob("*.md")) == [
+        "a.md", "sub/b.md"
+    ]

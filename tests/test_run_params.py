@@ -30,7 +30,7 @@ def params(**changes: object) -> RunParams:
         "pages_per_group": 50, "workers": 3, "max_concurrent_requests": 40, "markdown": True,
         "target_longest_image_dim": 1024, "max_page_retries": 2, "gate": "small-gpu",
         "gate_enabled": False, "gate_overrides": None, "max_pages_per_pdf": 900,
-        "max_page_error_rate": 0.5, "drop_on_page_errors": True,
+        "max_page_error_rate": 0.5, "drop_on_page_errors": True, "max_fallback_share": 0.75,
         "pdf_password": SecretStr("pw"), "pdf_password_secret": None,
         "server_unavailable_after_seconds": 12.0, "s3_retry_mode": "adaptive",
         "aws_credentials": None,

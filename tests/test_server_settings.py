@@ -20,11 +20,15 @@ BASE = ["--host", "127.0.0.1", "--port", "8000", "--served-model-name", "olmocr"
         (VllmSettings("allenai/olmOCR-2-7B-1025-FP8"),
          ["vllm", "serve", "allenai/olmOCR-2-7B-1025-FP8", *BASE]),
         (VllmSettings("m", command="python -m pagegate.sim", limit_mm_per_prompt=None),
-         ["python", "-m", "pagegate.sim", "--host", "127.0.0.1", "--port", "8000",
+         ["/venv/bin/python", "-m", "pagegate.sim", "--host", "127.0.0.1", "--port", "8000",
           "--served-model-name", "olmocr", "--max-num-queued-reqs", "512"]),
         (VllmSettings("m", command="python -m pagegate.sim", limit_mm_per_prompt="",
                       max_num_queued_reqs=0),
-         ["python", "-m", "pagegate.sim", "--host", "127.0.0.1", "--port", "8000",
+         ["/venv/bin/python", "-m", "pagegate.sim", "--host", "127.0.0.1", "--port", "8000",
+          "--served-model-name", "olmocr"]),
+        (VllmSettings("m", command="python -m other.tool", limit_mm_per_prompt=None,
+                      max_num_queued_reqs=0),
+         ["python", "-m", "other.tool", "--host", "127.0.0.1", "--port", "8000",
           "--served-model-name", "olmocr"]),
         (VllmSettings("m", command="/opt/venv/bin/vllm serve {model} --trust-remote-code"),
          ["/opt/venv/bin/vllm", "serve", "m", "--trust-remote-code", *BASE]),
@@ -40,10 +44,12 @@ BASE = ["--host", "127.0.0.1", "--port", "8000", "--served-model-name", "olmocr"
         (VllmSettings("my model", command="'my vllm' serve {model}"),
          ["my vllm", "serve", "my model", *BASE]),
     ],
-    ids=["olmocr-defaults", "simulator-no-model", "empty-mm-limit-and-no-cap", "model-mid-command", "every-setting", "quoting"],
+    ids=["olmocr-defaults", "simulator-no-model", "empty-mm-limit-and-no-cap",
+         "other-python-module-untouched", "model-mid-command", "every-setting", "quoting"],
 )
 def test_argv(settings: VllmSettings, expected: list[str]) -> None:
-    assert vllm_argv(settings) == expected
+    """`python -m pagegate...` runs under the running interpreter (here a stand-in path)."""
+    assert vllm_argv(settings, interpreter="/venv/bin/python") == expected
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pytest
 
 from pagegate.errors import StorageError
 from pagegate.io.s3 import make_s3_client
-from pagegate.io.sources import iter_sources, s3_glob_match
+from pagegate.io.sources import common_root, iter_sources, s3_glob_match
 from pagegate.io.store import ObjectInfo
 
 
@@ -202,6 +202,60 @@ def test_home_directory_is_expanded(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     touch(tmp_path, "docs/a.pdf")
     monkeypatch.setenv("HOME", str(tmp_path))
     assert uris(iter_sources(["~/docs"])) == [str(tmp_path / "docs/a.pdf")]
+
+
+# --------------------------------------------------------------------------- roots
+
+
+def roots_of(specs: list[str], **kwargs: Any) -> list[str]:
+    """The roots `iter_sources` reports while the specs are listed to the end."""
+    heard: list[str] = []
+    list(iter_sources(specs, on_root=heard.append, **kwargs))
+    return heard
+
+
+def test_each_local_spec_reports_the_folder_it_lists_from(tmp_path: Path) -> None:
+    touch(tmp_path, "in/a.pdf", "in/sub/b.pdf", "g/x1.pdf", "single/one.pdf")
+    (tmp_path / "list.txt").write_text(f"{tmp_path / 'single' / 'one.pdf'}\n")
+    specs = [
+        str(tmp_path / "in"), str(tmp_path / "g" / "x*.pdf"), str(tmp_path / "list.txt"),
+        str(tmp_path / "nothing-here"),
+    ]
+    heard = roots_of(specs, on_missing=lambda *_: None)
+    assert heard == [f"{tmp_path}/in/", f"{tmp_path}/g/", f"{tmp_path}/single/"]
+    assert common_root(heard) == f"{tmp_path}/"
+
+
+def test_s3_specs_report_their_prefix_and_an_exact_key_its_folder(
+    s3_bucket: str, s3_client: Any
+) -> None:
+    put(s3_client, s3_bucket, "docs/a.pdf", "docs/sub/b.pdf", "in/page.html", "g/x1.pdf")
+    specs = [
+        f"s3://{s3_bucket}/docs", f"s3://{s3_bucket}/in/page.html", f"s3://{s3_bucket}/g/x?.pdf"
+    ]
+    assert roots_of(specs, s3_client=s3_client) == [
+        f"s3://{s3_bucket}/docs/", f"s3://{s3_bucket}/in/", f"s3://{s3_bucket}/g/"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("roots", "expected"),
+    [
+        (["/home/me/pdfs/"], "/home/me/pdfs/"),
+        (["/data/a/", "/data/a/sub/"], "/data/a/"),
+        (["/data/a/", "/data/b/"], "/data/"),
+        (["/a/", "/b/"], "/"),
+        (["s3://b/docs/2024/", "s3://b/docs/2025/x/"], "s3://b/docs/"),
+        (["s3://b/docs/", "s3://b/docsold/"], "s3://b/"),  # segments, not characters
+        (["s3://b/x/", "s3://c/x/"], None),  # two buckets: mirrored whole
+        (["s3://b/x/", "/x/"], None),
+        ([], None),
+    ],
+)
+def test_the_common_root_is_the_innermost_folder_holding_every_root(
+    roots: list[str], expected: str | None
+) -> None:
+    assert common_root(roots) == expected
 
 
 # --------------------------------------------------------------------------- S3

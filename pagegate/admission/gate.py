@@ -249,7 +249,8 @@ class Gate:
         self._note_pause(actions.paused)
         if actions.unavailable:
             failed = self._waiters.fail_all(
-                ServerUnavailableError("server unavailable; admission paused too long"))
+                ServerUnavailableError(
+                    f"server unavailable; admission paused too long ({self._last_scrape_error})"))
             self._unavailable_failures += failed
             logger.error("no usable reading for %.0f s (%s): failed %d waiting pages",
                          self.config.unavailable_after_seconds or 0.0, actions.paused, failed)

@@ -7,10 +7,68 @@ Prefect is imported here only when a command runs a flow, so `pagegate sim` and
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
+import signal
+import threading
 from collections.abc import Awaitable, Callable
+from types import FrameType
 from typing import Any
+
+from pagegate.errors import RunInterrupted
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def run_stoppable(main: Callable[[], Awaitable[Any]]) -> tuple[Any, int | None]:
+    """Run `main()` in its own event loop on a worker thread; (its result, the stop signal).
+
+    SIGINT and SIGTERM cancel the flow's task, so it ends through asyncio's cancellation
+    path: every `async with` closes (render workers, a launched server, the HTTP client),
+    Prefect marks the run, and nothing is half-written. In the main thread Prefect
+    would install its own SIGTERM handler, whose TerminationSignal lands in whichever
+    asyncio task happens to be running and is lost there (the run went on); on a worker
+    thread it installs none, and this thread's handlers decide. Context variables (the
+    progress listener) are carried over to the worker.
+    """
+    received: list[int] = []
+    running: dict[str, Any] = {}
+    finished = threading.Event()
+
+    async def guarded() -> Any:
+        running["loop"], running["task"] = asyncio.get_running_loop(), asyncio.current_task()
+        return await main()
+
+    def work() -> None:
+        try:
+            running["result"] = asyncio.run(guarded())
+        except BaseException as exc:  # handed to the main thread below
+            running["error"] = exc
+        finally:
+            finished.set()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        received.append(signum)
+        loop, task = running.get("loop"), running.get("task")
+        if loop is not None and task is not None:
+            loop.call_soon_threadsafe(task.cancel)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
+    worker = threading.Thread(target=contextvars.copy_context().run, args=(work,),
+                              name="pagegate-flow", daemon=True)
+    try:
+        worker.start()
+        while not finished.wait(0.5):  # wakes for signals; the handlers run in this thread
+            pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if received:
+        return None, received[0]
+    if "error" in running:
+        raise running["error"]
+    return running["result"], None
 
 
 def prefect_env() -> None:
@@ -32,20 +90,20 @@ def run_flow_state(start: Callable[[], Awaitable[Any]]) -> tuple[bool, dict[str,
     """Run `start()` (a flow called with return_state=True); (completed?, summary).
 
     The live display (stderr) is handed to the flow through a context variable, set
-    before the flow's event loop starts so its tasks inherit it.
+    before the flow's event loop starts so its tasks inherit it. SIGINT and SIGTERM
+    raise RunInterrupted with the display's last figures.
     """
     from pagegate.report.display import TerminalProgress
     from pagegate.report.progress import PROGRESS_LISTENER
 
-    async def main() -> Any:
-        return await start()
-
     with TerminalProgress() as display:
         token = PROGRESS_LISTENER.set(display)
         try:
-            state = asyncio.run(main())
+            state, stopped_by = run_stoppable(start)
         finally:
             PROGRESS_LISTENER.reset(token)
+    if stopped_by is not None:
+        raise RunInterrupted(stopped_by, display.last)
     data = state.result(raise_on_failure=False)
     if asyncio.iscoroutine(data):
         data = asyncio.run(data)

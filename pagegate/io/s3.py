@@ -3,14 +3,19 @@ built from the standard AWS environment or from explicit credentials."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from pagegate.errors import DownloadError, StorageError
 from pagegate.io.store import S3_SCHEME, ObjectInfo, S3Client, check_key, check_prefix
 
+log = logging.getLogger("pagegate.s3")
+
 DEFAULT_PAGE_SIZE = 1000  # S3's own maximum keys per ListObjectsV2 page
+_CAUSE = "pagegate_failed_with"  # key in botocore's per-request context: the last attempt's error
 
 # ClientError codes that mean "no such object" (HEAD answers carry no body, only the status).
 _MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
@@ -49,6 +54,7 @@ def make_s3_client(
     max_attempts: int = 10,
     max_pool_connections: int = 64,
     credentials: S3Credentials | None = None,
+    connect_timeout: float = 60.0,
 ) -> S3Client:
     """A boto3 S3 client from `credentials`, else the standard AWS environment and config.
 
@@ -56,28 +62,108 @@ def make_s3_client(
     variables and the region itself; we only add retries and a region default, since
     a client with no region cannot sign requests. The pool is larger than botocore's
     default of 10 because planning and group tasks fetch many PDFs at once. Explicit
-    credentials get the same retries and pool.
+    credentials get the same retries and pool. `connect_timeout` is botocore's own
+    default (60 s); the preflight passes a short one so an endpoint that does not
+    answer is reported in seconds.
     """
-    import boto3
     from botocore.config import Config
 
+    session = _session(credentials)
+    client = session.client(
+        "s3",
+        region_name=session.region_name or "us-east-1",
+        endpoint_url=credentials.endpoint_url if credentials else None,
+        config=Config(
+            retries={"mode": retry_mode, "max_attempts": max_attempts},
+            max_pool_connections=max_pool_connections,
+            connect_timeout=connect_timeout,
+        ),
+    )
+    log_retries(client)
+    return client
+
+
+def log_retries(client: S3Client) -> None:
+    """Log each retry of a request to `client` as it starts: endpoint, attempt, last error.
+
+    botocore retries quietly (up to ten attempts with backoff, more with a dead endpoint's
+    connect timeouts), so an endpoint that does not answer looked like a hung run. Two
+    hooks on botocore's event system, no patching: `needs-retry` (after every attempt)
+    keeps the attempt's error in the request's context; `request-created` (before every
+    attempt) logs attempts after the first, with that error.
+    """
+    client.meta.events.register("needs-retry.s3", _note_failure)
+    client.meta.events.register("request-created.s3", _log_retry)
+
+
+def _note_failure(
+    request_dict: dict[str, Any], response: Any = None, caught_exception: Any = None, **_: Any
+) -> None:
+    cause = attempt_error(response, caught_exception)
+    if cause is not None:
+        request_dict["context"][_CAUSE] = cause
+
+
+def _log_retry(request: Any, operation_name: str, **_: Any) -> None:
+    retries = request.context.get("retries") or {}
+    attempt = int(retries.get("attempt") or 1)
+    if attempt > 1:
+        log.warning(retry_line(
+            operation_name, request.url, attempt, retries.get("max"), request.context.get(_CAUSE)
+        ))
+
+
+def attempt_error(response: Any, caught_exception: Any) -> str | None:
+    """What went wrong with one attempt, in a few words; None when it got an answer."""
+    if caught_exception is not None:
+        return f"{type(caught_exception).__name__}: {caught_exception}"
+    if not response:
+        return None
+    parsed = response[1] if isinstance(response, tuple) and len(response) > 1 else {}
+    status = parsed.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    if status is None or int(status) < 400:
+        return None
+    code = parsed.get("Error", {}).get("Code")
+    return f"HTTP {status} {code}" if code else f"HTTP {status}"
+
+
+def retry_line(
+    operation: str, url: str, attempt: int, max_attempts: int | None, cause: str | None
+) -> str:
+    """The log line of one S3 retry: which request, to which endpoint, which attempt, why."""
+    parts = urlsplit(url)
+    endpoint = f"{parts.scheme}://{parts.netloc}" if parts.netloc else url
+    of = f" of {max_attempts}" if max_attempts else ""
+    after = f" after {cause}" if cause else ""
+    return f"S3 {operation} to {endpoint}: retrying, attempt {attempt}{of}{after}"
+
+
+def _session(credentials: S3Credentials | None) -> Any:
+    import boto3
+
     creds = credentials or S3Credentials()
-    session = boto3.session.Session(
+    return boto3.session.Session(
         aws_access_key_id=creds.access_key_id,
         aws_secret_access_key=creds.secret_access_key,
         aws_session_token=creds.session_token,
         region_name=creds.region,
         profile_name=creds.profile,
     )
-    return session.client(
-        "s3",
-        region_name=session.region_name or "us-east-1",
-        endpoint_url=creds.endpoint_url,
-        config=Config(
-            retries={"mode": retry_mode, "max_attempts": max_attempts},
-            max_pool_connections=max_pool_connections,
-        ),
-    )
+
+
+def s3_credentials_found(credentials: S3Credentials | None = None) -> bool:
+    """Whether botocore finds any credentials (explicit ones, else its usual chain).
+
+    Without this, a run with none gets as far as its first request and fails there with
+    botocore's NoCredentialsError, deep in a traceback. A profile that does not exist
+    counts as none.
+    """
+    from botocore.exceptions import BotoCoreError
+
+    try:
+        return _session(credentials).get_credentials() is not None
+    except BotoCoreError:  # ProfileNotFound and the like
+        return False
 
 
 class S3Store:

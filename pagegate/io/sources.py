@@ -18,7 +18,9 @@ path for local files; `uri` is the full location):
 ==============================  ==========================================================
 
 A spec that yields nothing raises StorageError naming it: a typo must not quietly
-process zero PDFs. Listing is streamed page by page so the first document is yielded
+process zero PDFs. With `on_missing` it is reported there instead and the listing goes
+on: a run records a missing entry of a list in its ledger and converts the others (the
+run's preflight has already refused sources on the command line that name nothing). Listing is streamed page by page so the first document is yielded
 while S3 is still paging; the only thing that grows is the set of URIs already seen,
 kept to drop duplicates across specs (and within list files); a single prefix, glob or
 folder needs none.
@@ -32,7 +34,7 @@ import glob
 import os
 import re
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from fnmatch import fnmatchcase
 
 from pagegate.errors import DownloadError, StorageError
@@ -45,22 +47,31 @@ PDF_SUFFIX = ".pdf"
 LIST_SUFFIX = ".txt"
 _WILDCARD = re.compile(r"[*?\[]")
 
+OnMissing = Callable[[str, str], None]
+"""Called with (where the spec points, why it names nothing) for a spec that yields nothing."""
+
+OnRoot = Callable[[str], None]
+"""Called once per distinct source root that yielded a document (see `source_root`)."""
+
 
 def iter_sources(
     specs: Sequence[str],
     *,
     s3_client: S3Client | None = None,
     page_size: int = DEFAULT_PAGE_SIZE,
+    on_missing: OnMissing | None = None,
+    on_root: OnRoot | None = None,
 ) -> Iterator[ObjectInfo]:
     """Yield every document the specs name, in spec order, each URI once (first wins).
 
     `page_size` is the ListObjectsV2 page size (S3's maximum is 1000); one boto3 client is
-    shared by all specs and built only when an s3:// spec is reached.
+    shared by all specs and built only when an s3:// spec is reached. `on_root` hears the
+    folder or prefix each spec (or list line) lists from, before its first document.
     """
     if isinstance(specs, str):
         raise TypeError("iter_sources takes a sequence of specs, not one string")
-    expander = _Expander(s3_client, page_size)
-    if len(specs) == 1 and not _is_list_spec(specs[0]):
+    expander = _Expander(s3_client, page_size, on_missing, on_root)
+    if len(specs) == 1 and not is_list_spec(specs[0]):
         # One prefix, glob or folder lists each object once: no set of every URI seen,
         # which is ~110 MB at a million keys (the planner's listing, bench/scaling.py).
         yield from expander.expand(specs[0], listed_in=None)
@@ -101,9 +112,26 @@ def s3_glob_match(pattern: str, key: str) -> bool:
 class _Expander:
     """Per-call expansion state: the shared, lazily built S3 client and the page size."""
 
-    def __init__(self, s3_client: S3Client | None, page_size: int) -> None:
+    def __init__(
+        self,
+        s3_client: S3Client | None,
+        page_size: int,
+        on_missing: OnMissing | None,
+        on_root: OnRoot | None = None,
+    ) -> None:
         self._client = s3_client
         self._page_size = page_size
+        self._on_missing = on_missing
+        self._on_root = on_root
+        self._roots: set[str] = set()
+
+    def _rooted(self, root: str, infos: Iterator[ObjectInfo]) -> Iterator[ObjectInfo]:
+        """`infos`, reporting `root` once, before the first of them, if there is one."""
+        for info in infos:
+            if self._on_root is not None and root not in self._roots:
+                self._roots.add(root)
+                self._on_root(root)
+            yield info
 
     def _s3(self) -> S3Client:
         if self._client is None:
@@ -115,7 +143,7 @@ class _Expander:
         spec = spec.strip()
         if not spec:
             raise StorageError("empty source spec")
-        if listed_in is not None and _is_list_spec(spec):
+        if listed_in is not None and is_list_spec(spec):
             raise StorageError(f"source list {listed_in!r} names another list {spec!r}")
         found = False
         inner = self._s3_spec(spec) if spec.startswith(S3_SCHEME) else self._local_spec(spec)
@@ -124,7 +152,9 @@ class _Expander:
             yield info
         if not found:
             where = f" (listed in {listed_in!r})" if listed_in else ""
-            raise StorageError(f"source {spec!r} matches nothing{where}")
+            if self._on_missing is None:
+                raise StorageError(f"source {spec!r} matches nothing{where}")
+            self._on_missing(missing_uri(spec), f"no file or object matches {spec!r}{where}")
 
     # ------------------------------------------------------------------ S3
 
@@ -135,9 +165,9 @@ class _Expander:
         wildcard = _WILDCARD.search(key)
         if wildcard:
             store = S3Store(bucket, client=self._s3(), page_size=self._page_size)
-            for info in store.list(key[: wildcard.start()]):
-                if s3_glob_match(key, info.key):
-                    yield info
+            literal = key[: wildcard.start()]
+            matches = (i for i in store.list(literal) if s3_glob_match(key, i.key))
+            yield from self._rooted(f"{S3_SCHEME}{bucket}/{_folder_of(literal)}", matches)
         elif key.lower().endswith(LIST_SUFFIX):
             yield from self._list_file(spec)
         else:
@@ -154,14 +184,13 @@ class _Expander:
         if key and not key.endswith("/"):
             first = next(S3Store(bucket, client=client, page_size=1).list(key), None)
             if first is not None and first.key == key:
-                yield first
+                yield from self._rooted(f"{S3_SCHEME}{bucket}/{_folder_of(key)}", iter([first]))
                 if key.lower().endswith(PDF_SUFFIX):
                     return
             key += "/"
         store = S3Store(bucket, client=client, page_size=self._page_size)
-        for info in store.list(key):
-            if info.key.lower().endswith(PDF_SUFFIX):
-                yield info
+        below = (i for i in store.list(key) if i.key.lower().endswith(PDF_SUFFIX))
+        yield from self._rooted(f"{S3_SCHEME}{bucket}/{key}", below)
 
     # ------------------------------------------------------------------ local
 
@@ -169,18 +198,23 @@ class _Expander:
         expanded = os.path.expanduser(spec)
         path = os.path.abspath(expanded)
         if os.path.isdir(path):
-            for info in LocalStore(path).list():
-                if info.key.lower().endswith(PDF_SUFFIX):
-                    yield ObjectInfo(key=info.uri, uri=info.uri, size=info.size, etag=info.etag)
+            below = (
+                ObjectInfo(key=info.uri, uri=info.uri, size=info.size, etag=info.etag)
+                for info in LocalStore(path).list()
+                if info.key.lower().endswith(PDF_SUFFIX)
+            )
+            yield from self._rooted(_as_folder(path), below)
         elif os.path.isfile(path):
             if path.lower().endswith(LIST_SUFFIX):
                 yield from self._list_file(spec)
             else:
-                yield from _local_file(path)
-        elif _WILDCARD.search(expanded):
+                yield from self._rooted(_as_folder(os.path.dirname(path)), _local_file(path))
+        elif wildcard := _WILDCARD.search(expanded):
             # Checked after the literal path, so a real file named 'scan[1].pdf' still works.
-            for match in sorted(os.path.abspath(p) for p in glob.glob(expanded, recursive=True)):
-                yield from _local_file(match)
+            literal = os.path.abspath(_folder_of(expanded[: wildcard.start()]) or ".")
+            matches = sorted(os.path.abspath(p) for p in glob.glob(expanded, recursive=True))
+            found = (info for match in matches for info in _local_file(match))
+            yield from self._rooted(_as_folder(literal), found)
 
     # ------------------------------------------------------------------ lists
 
@@ -199,7 +233,50 @@ class _Expander:
                 yield from self.expand(line, listed_in=spec)
 
 
-def _is_list_spec(spec: str) -> bool:
+def _folder_of(key: str) -> str:
+    """The folder part of a key or path, with its trailing '/' ('' when there is none)."""
+    return key[: key.rfind("/") + 1]
+
+
+def _as_folder(path: str) -> str:
+    """An absolute local folder as a root: with exactly one trailing separator."""
+    return path.rstrip(os.sep) + os.sep
+
+
+def common_root(roots: Iterable[str]) -> str | None:
+    """The innermost folder or prefix holding every root, or None when they share none.
+
+    A run's documents are named (markdown paths) relative to it: one source folder
+    gives its own folder, several give the folder they have in common, so two documents
+    of one run never map to the same name. Roots end in '/'. S3 roots in different
+    buckets, or local and S3 roots together, have no common root.
+    """
+    listed = list(roots)
+    if not listed:
+        return None
+    if all(r.startswith(S3_SCHEME) for r in listed):
+        split = [split_s3_uri(r) for r in listed]
+        if len({bucket for bucket, _ in split}) > 1:
+            return None
+        parts = [key.split("/")[:-1] for _, key in split]
+        common = []
+        for segments in zip(*parts, strict=False):
+            if len(set(segments)) > 1:
+                break
+            common.append(segments[0])
+        return f"{S3_SCHEME}{split[0][0]}/" + "".join(s + "/" for s in common)
+    if any(r.startswith(S3_SCHEME) for r in listed):
+        return None
+    return _as_folder(os.path.commonpath(listed))
+
+
+def missing_uri(spec: str) -> str:
+    """Where a spec that names nothing points: its absolute path, or the s3:// URI as typed."""
+    spec = spec.strip()
+    return spec if spec.startswith(S3_SCHEME) else os.path.abspath(os.path.expanduser(spec))
+
+
+def is_list_spec(spec: str) -> bool:
     """Would this spec be read as a list of specs?"""
     if spec.startswith(S3_SCHEME):
         _, key = split_s3_uri(spec)

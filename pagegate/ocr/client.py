@@ -56,11 +56,13 @@ class PageClient:
                 self.url, json=body, headers=self.headers, timeout=self.timeout
             )
         except (httpx.TimeoutException, httpx.TransportError) as exc:
-            raise CapacityError(f"{type(exc).__name__}: {exc}") from exc
+            cause = str(exc) or type(exc).__name__
+            raise CapacityError(f"{self.url}: {type(exc).__name__}: {cause}") from exc
         kind = classify_status(response.status_code)
         if kind == "capacity":
             raise CapacityError(
-                f"HTTP {response.status_code}: {response.text[:200]}", status=response.status_code
+                f"{self.url}: HTTP {response.status_code}: {response.text[:200]}",
+                status=response.status_code,
             )
         if kind == "content":
             raise ContentError(f"HTTP {response.status_code}: {response.text[:500]}")

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pagegate import __version__
-from pagegate.errors import DownloadError, InputError, ServerUnavailableError
+from pagegate.errors import DownloadError, InputError, ServerUnavailableError, SourceNotFoundError
 from pagegate.io.local import errno_code
 from pagegate.io.storage import read_uri
 from pagegate.io.store import S3_SCHEME
@@ -26,6 +27,7 @@ from pagegate.output.documents import PageResult, build_dolma_document, document
 from pagegate.output.ledger import FailureRecord, record_for_page_error_rate, record_from_error
 from pagegate.pdf.wire import PdfSource
 from pagegate.plan.groups import Group
+from pagegate.plan.pending import MissingSource
 
 log = logging.getLogger("pagegate.pdf")
 
@@ -61,15 +63,15 @@ async def process_pdf(ctx: RunContext, uri: str, group_id: str) -> PdfOutcome:
         flag = _page_error_flag(ctx, uri, group_id, fallback, len(pages))
         if flag is not None and ctx.config.drop_on_page_errors:
             return await _record(ctx, flag)
-        location = await asyncio.to_thread(
-            workspace.commit_document, uri, dolma, markdown=ctx.config.markdown, flag=flag
-        )
+        location = await _commit(ctx, lambda: workspace.commit_document(
+            uri, dolma, markdown=ctx.config.markdown, markdown_root=ctx.config.markdown_root,
+            flag=flag,
+        ))
     except (InputError, ServerUnavailableError) as exc:
         return await _fail(ctx, uri, group_id, exc)
     except Exception as exc:  # one bad PDF must never stop the run
         log.exception("unexpected error on %s", uri)
         return await _fail(ctx, uri, group_id, exc)
-    ctx.stats.pdfs_done += 1
     if flag is not None:
         log.warning("committed %s with its fallback pages flagged: %s", uri, flag.detail)
     return PdfOutcome(
@@ -180,6 +182,36 @@ async def _ocr_all_pages(
     except* ServerUnavailableError as group:
         raise group.exceptions[0] from None
     return [t.result() for t in tasks]
+
+
+async def _commit(ctx: RunContext, write: Callable[[], str]) -> str:
+    """Commit in a thread and count it; a cancellation meanwhile still counts what lands.
+
+    The thread cannot be stopped, so a run stopped mid-commit has that PDF committed
+    anyway; counting it keeps the CLI's 'N PDFs committed' exact on Ctrl-C.
+    """
+    future = asyncio.ensure_future(asyncio.to_thread(write))
+    try:
+        location = await asyncio.shield(future)
+    except asyncio.CancelledError:
+        await asyncio.wait({future})  # the write runs to its end whatever happens here
+        if not future.exception():
+            ctx.stats.pdfs_done += 1
+        raise
+    ctx.stats.pdfs_done += 1
+    return location
+
+
+MISSING_GROUP = "sources"  # the group id of the records of source entries that named nothing
+
+
+async def record_missing(ctx: RunContext, missing: Sequence[MissingSource]) -> GroupOutcome:
+    """Ledger records for the source entries that named nothing; their outcomes as a group."""
+    outcomes = []
+    for entry in missing:
+        error = SourceNotFoundError(entry.detail, source=entry.uri)
+        outcomes.append(await _fail(ctx, entry.uri, MISSING_GROUP, error))
+    return GroupOutcome(MISSING_GROUP, tuple(outcomes))
 
 
 async def _fail(ctx: RunContext, uri: str, group_id: str, exc: BaseException) -> PdfOutcome:

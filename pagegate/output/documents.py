@@ -154,20 +154,27 @@ _DRIVE = re.compile(r"^([A-Za-z]):")
 _MAX_SEGMENT_BYTES = 240  # under the 255-byte file-name limit of common filesystems
 
 
-def markdown_relpath(source_uri: str) -> str:
+def markdown_relpath(source_uri: str, root: str | None = None) -> str:
     """The markdown file's path for `source_uri`, relative to the workspace's `markdown/`.
 
-    s3://bucket/a/b.pdf -> bucket/a/b.md (the bucket is kept, unlike olmOCR, so two
-    buckets never collide); /abs/dir/x.pdf -> abs/dir/x.md. The caller puts it under
-    `markdown/`. The result is always relative, normalised and safe to join under a
+    Under `root` (a folder or prefix ending in '/', the run's source root): the path
+    below it, so /home/me/pdfs/sub/a.pdf under /home/me/pdfs/ -> sub/a.md. Elsewhere, or
+    with no root, the source is mirrored whole: s3://bucket/a/b.pdf -> bucket/a/b.md (the
+    bucket is kept, unlike olmOCR, so two buckets never collide); /abs/dir/x.pdf ->
+    abs/dir/x.md (workspaces written before roots existed keep this layout). The caller
+    puts it under `markdown/`. The result is always relative, normalised and safe to join under a
     directory: no `..` (olmOCR issue #391), no empty segments, no control characters,
     backslashes are separators, a leading Windows drive `C:` becomes a plain `C` segment
     (a later `x:` prefix becomes `x_`), and over-long names are shortened with a hash.
     A source with no usable path maps to `<document_id>.md`. Sources differing only in
     extension share a path.
     """
-    path = _SCHEME.sub("", source_uri, count=1)
-    path = _DRIVE.sub(r"\1/", path, count=1)
+    if root and root.endswith("/") and source_uri.startswith(root) and source_uri != root:
+        return _relpath(source_uri[len(root):], source_uri)
+    return _relpath(_DRIVE.sub(r"\1/", _SCHEME.sub("", source_uri, count=1), count=1), source_uri)
+
+
+def _relpath(path: str, source_uri: str) -> str:
     segments = [_clean_segment(s) for s in re.split(r"[/\\]", path)]
     segments = [s for s in segments if s not in ("", ".", "..")]
     if not segments:

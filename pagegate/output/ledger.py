@@ -30,6 +30,7 @@ REASONS: frozenset[str] = frozenset(
         "too_many_pages",
         "render_failed",
         "download_failed",
+        "not_found",
         "page_error_rate",
         "server_unavailable",
         "internal_error",

@@ -3,8 +3,9 @@
 Layout (relative to the workspace root, local or S3):
 
     results/<document_id>.jsonl     one Dolma line per PDF; its existence means "done"
-    markdown/<mirrored path>.md     with --markdown
+    markdown/<path below the source root>.md   with --markdown
     ledger/<document_id>.json       one failure record per PDF that could not be processed
+    pagegate-outputs.json           the output options of the last run (pagegate.output.options)
 
 The result object is the commit marker and is written last, atomically, so a PDF is
 either fully done or not done; markdown is written before it. A later success removes
@@ -19,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from pagegate.errors import DownloadError
 from pagegate.io.storage import open_store
 from pagegate.io.store import Store
 from pagegate.output.documents import dolma_line, markdown_relpath, markdown_text
@@ -28,6 +30,12 @@ from pagegate.output.ledger import (
     record_from_json,
     record_to_json,
     result_key,
+)
+from pagegate.output.options import (
+    OPTIONS_KEY,
+    OutputOptions,
+    options_from_json,
+    options_to_json,
 )
 
 
@@ -57,6 +65,7 @@ class Workspace:
         doc: dict[str, Any],
         *,
         markdown: bool,
+        markdown_root: str | None = None,
         flag: FailureRecord | None = None,
     ) -> str:
         """Write markdown (optional), then the result object; clear any old ledger record.
@@ -68,7 +77,7 @@ class Workspace:
         if flag is not None:
             self.store.write_bytes(ledger_key(flag.source), record_to_json(flag).encode("utf-8"))
         if markdown:
-            md_key = "markdown/" + markdown_relpath(source_uri)
+            md_key = "markdown/" + markdown_relpath(source_uri, markdown_root)
             self.store.write_bytes(md_key, markdown_text(doc).encode("utf-8"))
         key = result_key(source_uri)
         self.store.write_bytes(key, dolma_line(doc).encode("utf-8"))
@@ -90,6 +99,23 @@ class Workspace:
         if record.reason != "page_error_rate" and self.is_committed(record.source):
             self.store.delete(key)
         return self.store.uri_for(key)
+
+    def read_options(self) -> OutputOptions | None:
+        """The recorded output options; None in a workspace that has none yet."""
+        try:
+            data = self.store.read_bytes(OPTIONS_KEY)
+        except DownloadError as exc:
+            if exc.code == "NoSuchKey":
+                return None
+            raise
+        return options_from_json(data.decode("utf-8"))
+
+    def write_options(self, options: OutputOptions) -> None:
+        self.store.write_bytes(OPTIONS_KEY, options_to_json(options).encode("utf-8"))
+
+    def has_markdown(self) -> bool:
+        """Whether markdown/ holds anything (one listing request)."""
+        return next(iter(self.store.list("markdown/")), None) is not None
 
     def iter_failures(self) -> Iterator[FailureRecord]:
         for info in self.store.list("ledger/"):

@@ -13,18 +13,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from pagegate.io.pool import ordered_map
-from pagegate.io.sources import iter_sources
+from pagegate.io.sources import common_root, iter_sources
 from pagegate.output.workspace import Workspace
 from pagegate.plan.count import count_pages
 from pagegate.plan.groups import Group, PlannedPdf, plan_groups
 
 
 @dataclass(frozen=True)
+class MissingSource:
+    """A source entry that names nothing (a list's line, a pattern): recorded, not fatal."""
+
+    uri: str
+    detail: str
+
+
+@dataclass(frozen=True)
 class PendingPlan:
-    """The groups still to do, and how many listed PDFs were already committed."""
+    """The groups still to do, how many listed PDFs were already committed, the
+    entries that named nothing, and the sources' common root (markdown paths)."""
 
     groups: tuple[Group, ...]
     already_done: int
+    missing: tuple[MissingSource, ...] = ()
+    source_root: str | None = None
 
     @property
     def pdfs(self) -> int:
@@ -44,8 +55,13 @@ def plan_pending(
     password: str | None = None,
     workers: int = 8,
 ) -> PendingPlan:
-    """List `sources`, skip PDFs committed in `workspace` (None: skip nothing), cut groups."""
+    """List `sources`, skip PDFs committed in `workspace` (None: skip nothing), cut groups.
+
+    An entry that names nothing is kept in `missing` and the listing goes on.
+    """
     done = [0]
+    missing: list[MissingSource] = []
+    roots: list[str] = []
 
     def check(uri: str) -> PlannedPdf | None:
         if workspace is not None and workspace.is_committed(uri):
@@ -59,9 +75,14 @@ def plan_pending(
             else:
                 yield pdf
 
-    uris = (info.uri for info in iter_sources(list(sources), s3_client=s3_client))
+    listing = iter_sources(
+        list(sources), s3_client=s3_client,
+        on_missing=lambda uri, detail: missing.append(MissingSource(uri, detail)),
+        on_root=roots.append,
+    )
+    uris = (info.uri for info in listing)
     groups = plan_groups(todo(ordered_map(check, uris, workers=workers)), pages_per_group)
-    return PendingPlan(tuple(groups), done[0])
+    return PendingPlan(tuple(groups), done[0], tuple(missing), common_root(roots))
 
 
 def plan_uris(

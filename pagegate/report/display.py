@@ -27,7 +27,13 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from pagegate.report.progress import ProgressUpdate, Throttle, format_duration, progress_line
+from pagegate.report.progress import (
+    ProgressUpdate,
+    Throttle,
+    format_duration,
+    percent_converted,
+    progress_line,
+)
 
 
 def render_update(update: ProgressUpdate) -> Group:
@@ -39,7 +45,7 @@ def render_update(update: ProgressUpdate) -> Group:
     head.add_row(
         ProgressBar(
             total=max(1, s.pages_planned),
-            completed=s.pages_settled,
+            completed=s.pages_done,
             # explicit colours: the panel is also drawn by Prefect's console, whose theme
             # has none of rich's named styles ("bar.back", ...)
             style="grey23",
@@ -47,7 +53,7 @@ def render_update(update: ProgressUpdate) -> Group:
             finished_style="green",
             pulse_style="white",
         ),
-        f"{s.pages_settled}/{s.pages_planned} pages {update.percent:3.0f}%",
+        f"{s.pages_done}/{s.pages_planned} pages converted {percent_converted(s):3.0f}%",
     )
     waiting = "?" if s.server_waiting is None else str(s.server_waiting)
     rates = Text.assemble(
@@ -87,6 +93,7 @@ class TerminalProgress:
         self._plain = Throttle(plain_interval)
         self._live: Live | None = None
         self._redirected: list[tuple[Any, Any]] = []
+        self.last: ProgressUpdate | None = None  # for a partial summary when the run is stopped
 
     def __enter__(self) -> TerminalProgress:
         if self.live_mode:
@@ -117,6 +124,7 @@ class TerminalProgress:
         self.show(update)
 
     def show(self, update: ProgressUpdate) -> None:
+        self.last = update
         if self._live is not None:
             self._live.update(render_update(update), refresh=True)
         elif update.final or self._plain.due(self._clock()):

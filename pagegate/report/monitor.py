@@ -34,6 +34,7 @@ from pagegate.report.progress import (
     ProgressUpdate,
     Timeline,
     monitor,
+    progress_update,
     publish,
     take_sample,
 )
@@ -127,9 +128,17 @@ class RunMonitor:
         )
         self.timeline = Timeline()
         self.started_at = datetime.now(UTC)
+        self._told_scrape_error = False
 
     def sample(self) -> ProgressSample:
-        return take_sample(self.ctx.stats, self.plan, _snapshot(self.ctx), self.ctx.clock.now())
+        snapshot = _snapshot(self.ctx)
+        error = snapshot.get("last_scrape_error")
+        if error and not self._told_scrape_error:
+            # The gate starts paused for want of a reading, so its 'paused' warning never
+            # comes for a server that is down from the start: say where and why here, once.
+            log.warning("no reading from the server: %s", error)
+            self._told_scrape_error = True
+        return take_sample(self.ctx.stats, self.plan, snapshot, self.ctx.clock.now())
 
     def group_finished(self, group: Group, outcome: GroupOutcome) -> None:
         ocr_pages = sum(p.pages for p in outcome.pdfs if p.status == "ok")
@@ -187,9 +196,22 @@ async def open_monitor(
     )
     try:
         yield run_monitor
+    except BaseException:
+        # Interrupted (Ctrl-C, SIGTERM, a crash): no next tick comes, so the in-process
+        # listener (the CLI) gets the counters as they are now, for its partial summary.
+        if listener is not None:
+            await _last_word(listener, run_monitor.sample())
+        raise
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def _last_word(listener: ProgressSink, sample: ProgressSample) -> None:
+    try:
+        await listener(progress_update(sample, []))
+    except Exception:  # the run is ending anyway; its own error is the one to see
+        log.warning("progress listener failed on the last sample", exc_info=True)
 
 
 def browser_link(store: Store, key: str) -> str | None:

@@ -146,6 +146,14 @@ def percent_settled(sample: ProgressSample) -> float:
     return min(100.0, 100.0 * sample.pages_settled / sample.pages_planned)
 
 
+def percent_converted(sample: ProgressSample) -> float:
+    """Pages OCR'd in this run as a share of the plan: what the line shows, so a run whose
+    PDFs all failed never reads as 100 % done."""
+    if sample.pages_planned <= 0:
+        return 0.0
+    return min(100.0, 100.0 * sample.pages_done / sample.pages_planned)
+
+
 def progress_update(
     sample: ProgressSample,
     history: Sequence[ProgressSample],
@@ -170,6 +178,8 @@ def progress_update(
     remaining = max(0, sample.pages_planned - sample.pages_settled)
     if final or remaining == 0:
         eta: float | None = 0.0
+    elif sample.paused:  # nothing moves while dispatch is held: no time can be promised
+        eta = None
     elif pages_per_second > 0:
         eta = remaining / pages_per_second
     else:
@@ -200,7 +210,7 @@ def progress_line(update: ProgressUpdate) -> str:
     """One line for logs, non-TTY terminals and the progress artifact's description."""
     s = update.sample
     parts = [
-        f"{s.pages_settled}/{s.pages_planned} pages ({update.percent:.0f}%)",
+        f"{s.pages_done}/{s.pages_planned} pages converted ({percent_converted(s):.0f}%)",
         f"{update.pages_per_second:.1f} pages/s",
         f"ETA {format_duration(update.eta_seconds)}",
         f"in flight {s.in_flight}",

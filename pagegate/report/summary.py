@@ -55,6 +55,21 @@ class RunSummary:
     def failed(self) -> bool:
         return bool(self.totals.failures)
 
+    def fallback_alarm(self, max_share: float) -> str | None:
+        """The line that leads the summary when the model did not really read this run.
+
+        A misspelt model name or a broken server makes every page fall back to its text
+        layer; the PDFs are all "done", so without this the run looked fine.
+        """
+        pages, fallback = self.totals.pages, self.totals.fallback_pages
+        if pages == 0 or fallback / pages <= max_share:
+            return None
+        return (
+            f"{fallback} of {pages} pages fell back to the text layer (more than "
+            f"{max_share:.0%}): the model did not read them; check the server's log and "
+            "--model (--max-fallback-share sets the limit)"
+        )
+
     def as_dict(self) -> dict[str, Any]:
         """The flow's result and `pagegate run --json`'s output."""
         t = self.totals

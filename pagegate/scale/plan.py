@@ -28,7 +28,7 @@ from typing import Any
 from pagegate.config import PlannerConfig
 from pagegate.io.pool import ordered_map
 from pagegate.io.range_read import ranged_page_count
-from pagegate.io.sources import iter_sources
+from pagegate.io.sources import common_root, iter_sources
 from pagegate.io.store import ObjectInfo, Store
 from pagegate.scale.estimate import (
     EstimateError,
@@ -58,6 +58,7 @@ class ScalePlan:
     shards: tuple[PlannedShard, ...]
     model: PageModel
     error: EstimateError | None
+    source_root: str | None = None  # every shard's markdown root (pagegate.output.options)
 
     @property
     def pdfs(self) -> int:
@@ -105,7 +106,8 @@ def plan_shards(
 
     `bytes_per_page` given (or `sample_size` 0): no sampling, pages from sizes alone.
     """
-    listing = iter_sources(list(sources), s3_client=s3_client)
+    roots: list[str] = []
+    listing = iter_sources(list(sources), s3_client=s3_client, on_root=roots.append)
     error: EstimateError | None = None
     if bytes_per_page is not None:
         model = PageModel.from_bytes_per_page(bytes_per_page)
@@ -124,7 +126,7 @@ def plan_shards(
             target_pdfs=target_pdfs,
         )
     ]
-    return ScalePlan(tuple(shards), model, error)
+    return ScalePlan(tuple(shards), model, error, common_root(roots))
 
 
 def _estimated(listing: Iterable[ObjectInfo], model: PageModel) -> Iterator[ListedPdf]:

@@ -17,6 +17,7 @@ growing a queue that can take the server down. `queue_cap` says what it is and w
 from __future__ import annotations
 
 import shlex
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -149,10 +150,17 @@ def queue_cap(settings: VllmSettings) -> tuple[int | None, str]:
     return cap, f"{QUEUE_CAP_SLOTS} x {seqs_note}" + (f" x {dp} engines" if dp > 1 else "")
 
 
-def vllm_argv(settings: VllmSettings) -> list[str]:
-    """The argv of the server process (pure: same settings, same list)."""
+def vllm_argv(settings: VllmSettings, *, interpreter: str = sys.executable) -> list[str]:
+    """The argv of the server process (pure: same settings and interpreter, same list).
+
+    `python -m pagegate.<module>` runs under `interpreter`, the one running pagegate: a
+    bare `python` on PATH is often the system's, which has no pagegate installed.
+    """
     argv = [settings.model if word == MODEL_PLACEHOLDER else word
             for word in shlex.split(settings.command)]
+    if argv[:2] in (["python", "-m"], ["python3", "-m"]) and argv[2:3] != [] \
+            and argv[2].split(".")[0] == "pagegate":
+        argv[0] = interpreter
     argv += ["--host", settings.host, "--port", str(settings.port),
              "--served-model-name", settings.served_model_name]
     optional: tuple[tuple[str, object], ...] = (
