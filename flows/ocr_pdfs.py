@@ -39,6 +39,7 @@ from pagegate.ocr.run import open_run_context, open_run_server
 from pagegate.plan.groups import Group
 from pagegate.plan.pending import PendingPlan
 from pagegate.report.summary import RunSummary, failure_rows
+from pagegate.settle import gather_settled
 from tasks.admission_block import AdmissionGate
 from tasks.ocr_group import group_outcome, ocr_group
 from tasks.output_options import record_output_options
@@ -248,7 +249,9 @@ async def _run_groups(
     """Await one task per group, at most `workers` at a time, in this event loop.
 
     Each task's final state is read whatever it is (completed, cached, failed with its
-    PDFs recorded, crashed), so one group never hides the others' outcomes.
+    PDFs recorded, crashed), so one group never hides the others' outcomes. Cancelled
+    (Ctrl-C), it ends only when every group has, so the monitor's last word counts
+    every PDF committed meanwhile.
     """
     limit = asyncio.Semaphore(workers)
 
@@ -260,7 +263,7 @@ async def _run_groups(
             on_done(group, outcome)  # progress accounting (pagegate/report/monitor.py)
         return outcome
 
-    return list(await asyncio.gather(*(one(g) for g in groups)))
+    return await gather_settled(one(g) for g in groups)
 
 
 def _snapshot(admission: Admission) -> dict[str, Any]:

@@ -28,14 +28,18 @@ from pagegate.output.ledger import FailureRecord, record_for_page_error_rate, re
 from pagegate.pdf.wire import PdfSource
 from pagegate.plan.groups import Group
 from pagegate.plan.pending import MissingSource
+from pagegate.settle import gather_settled, settle
 
 log = logging.getLogger("pagegate.pdf")
 
 
 async def process_group(ctx: RunContext, group: Group) -> GroupOutcome:
     """All PDFs of the group at once: each is fetched when the run's intake lets it
-    (pagegate.ocr.intake), and the admission gate decides how fast pages go out."""
-    outcomes = await asyncio.gather(*(process_pdf(ctx, uri, group.id) for uri in group.uris))
+    (pagegate.ocr.intake), and the admission gate decides how fast pages go out.
+
+    Cancelled, it ends only when every PDF has: a commit under way is counted first.
+    """
+    outcomes = await gather_settled(process_pdf(ctx, uri, group.id) for uri in group.uris)
     return GroupOutcome(group_id=group.id, pdfs=tuple(outcomes))
 
 
@@ -188,14 +192,16 @@ async def _commit(ctx: RunContext, write: Callable[[], str]) -> str:
     """Commit in a thread and count it; a cancellation meanwhile still counts what lands.
 
     The thread cannot be stopped, so a run stopped mid-commit has that PDF committed
-    anyway; counting it keeps the CLI's 'N PDFs committed' exact on Ctrl-C.
+    anyway; counting it keeps the CLI's 'N PDFs committed' exact on Ctrl-C. That count
+    is in before the run reports, because the group and the flow wait for every PDF
+    when cancelled (pagegate.settle).
     """
     future = asyncio.ensure_future(asyncio.to_thread(write))
     try:
         location = await asyncio.shield(future)
     except asyncio.CancelledError:
-        await asyncio.wait({future})  # the write runs to its end whatever happens here
-        if not future.exception():
+        await settle([future])  # the write runs to its end whatever happens here
+        if not future.cancelled() and future.exception() is None:
             ctx.stats.pdfs_done += 1
         raise
     ctx.stats.pdfs_done += 1
