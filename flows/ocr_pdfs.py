@@ -33,6 +33,7 @@ from pagegate.admission.base import Admission
 from pagegate.admission.build import GateSettings, open_admission
 from pagegate.clock import MonotonicClock
 from pagegate.config import RunConfig
+from pagegate.errors import PreflightError
 from pagegate.ocr.job import record_missing
 from pagegate.ocr.outcomes import GroupOutcome
 from pagegate.ocr.run import open_run_context, open_run_server
@@ -44,7 +45,7 @@ from tasks.admission_block import AdmissionGate
 from tasks.ocr_group import group_outcome, ocr_group
 from tasks.output_options import record_output_options
 from tasks.plan_groups import plan_pending_task
-from tasks.preflight import preflight_failure
+from tasks.preflight import preflight_failed, preflight_failure
 from tasks.result_storage import resolve_result_storage
 from tasks.run_context_var import RUN_CONTEXT
 from tasks.run_monitor import create_summary_artifact, open_run_monitor
@@ -153,7 +154,10 @@ async def ocr_pdfs(
         server_urls=server_urls, capacity_backoff_max_seconds=capacity_backoff_max_seconds,
         render_workers=render_workers, pdf_memory_budget_mb=pdf_memory_budget_mb,
     )
-    config, gate_settings = await run_settings(params, sources=sources)
+    try:
+        config, gate_settings = await run_settings(params, sources=sources)
+    except PreflightError as exc:  # a block the run names is missing
+        return preflight_failed(exc)
     stopped = await preflight_failure(config)
     if stopped is not None:
         return stopped

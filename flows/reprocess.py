@@ -23,12 +23,13 @@ from pydantic import SecretStr
 
 from flows.ocr_pdfs import execute_plan
 from pagegate.config import RunConfig
+from pagegate.errors import PreflightError
 from pagegate.plan.reprocess import check_reasons
 from pagegate.report.summary import RunSummary
 from tasks.admission_block import AdmissionGate
 from tasks.output_options import with_recorded_options
 from tasks.plan_groups import plan_uris_task
-from tasks.preflight import preflight_failure
+from tasks.preflight import preflight_failed, preflight_failure
 from tasks.reprocess_select import select_from_ledger_task
 from tasks.result_storage import resolve_result_storage
 from tasks.run_params import (
@@ -111,7 +112,10 @@ async def reprocess(
         logger.info("nothing to reprocess in %s", workspace)
         return Completed(message="nothing to reprocess", data=RunSummary().as_dict())
     logger.info("reprocessing %d PDF(s) from %s", len(chosen), "the list" if pdfs else "the ledger")
-    config, gate_settings = await run_settings(params, sources=chosen, redo_flagged=True)
+    try:
+        config, gate_settings = await run_settings(params, sources=chosen, redo_flagged=True)
+    except PreflightError as exc:  # a block the run names is missing
+        return preflight_failed(exc)
     stopped = await preflight_failure(config, check_sources=False)
     if stopped is not None:
         return stopped

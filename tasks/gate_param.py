@@ -17,6 +17,7 @@ from typing import Any
 from pagegate.admission.build import GateSettings, launch_config
 from pagegate.server.managed import ManagedServerConfig
 from tasks.admission_block import AdmissionGate
+from tasks.preflight import named_block
 
 
 def gate_block_name(gate: AdmissionGate | str | None) -> str | None:
@@ -37,7 +38,8 @@ async def load_gate_block(name: str | None) -> AdmissionGate:
     """The saved block by name, or the defaults when no name is given."""
     if not name:
         return AdmissionGate()
-    block = await AdmissionGate.aload(name)
+    with named_block("AdmissionGate", name, "--gate"):
+        block = await AdmissionGate.aload(name)
     if not isinstance(block, AdmissionGate):
         raise TypeError(f"block {name!r} is not an AdmissionGate")
     return block

@@ -10,6 +10,8 @@ the CLI pick the exit code when the check that failed was one only the flow coul
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from prefect import State, get_run_logger
@@ -33,6 +35,24 @@ async def preflight_failure(config: RunConfig, *, check_sources: bool = True) ->
     try:
         await asyncio.to_thread(run_preflight, check)
     except PreflightError as exc:
-        get_run_logger().error("preflight: %s", exc)
-        return Failed(message=str(exc), data=failure_data(exc))
+        return preflight_failed(exc)
     return None
+
+
+def preflight_failed(exc: PreflightError) -> State[Any]:
+    """The Failed state a flow stopped before its start returns: the CLI's line as message."""
+    get_run_logger().error("preflight: %s", exc)
+    return Failed(message=str(exc), data=failure_data(exc))
+
+
+@contextmanager
+def named_block(kind: str, name: str, flag: str) -> Iterator[None]:
+    """A block the run names that Prefect does not have is a preflight error in the flag's
+    terms, not a traceback (Prefect's Block.aload raises ValueError 'Unable to find ...')."""
+    try:
+        yield
+    except ValueError as exc:
+        if "Unable to find block document" not in str(exc):
+            raise
+        raise PreflightError(
+            f"no {kind} block named {name!r}: create it, or pass another {flag}") from exc

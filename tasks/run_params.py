@@ -26,6 +26,7 @@ from pagegate.server.target import node_server_url
 from tasks.admission_block import AdmissionGate
 from tasks.aws_credentials import load_s3_credentials
 from tasks.gate_param import gate_block_name, load_gate_settings, managed_server_for
+from tasks.preflight import named_block
 
 # Ranges for the flows' parameters. Prefect validates a run's parameters with the
 # pydantic model it builds from the signature, so a deployment run given
@@ -134,7 +135,8 @@ async def run_settings(
 async def resolve_password(password: SecretStr | None, secret_block: str | None) -> str | None:
     """The PDF password from the parameter or a Prefect Secret block; never logged."""
     if secret_block:
-        block: Any = await Secret.aload(secret_block)
+        with named_block("Secret", secret_block, "--pdf-password-secret"):
+            block: Any = await Secret.aload(secret_block)
         if not isinstance(block, Secret):
             raise TypeError(f"block {secret_block!r} is not a Secret")
         return str(block.get())

@@ -224,6 +224,22 @@ def test_all_converted_then_a_rerun_skips_them(
     assert len(read_results(tmp_path / "ws")) == 2
 
 
+@pytest.mark.parametrize(("flag", "kind"), [
+    ("--aws-credentials", "prefect-aws"), ("--gate", "AdmissionGate"),
+    ("--pdf-password-secret", "Secret"),
+])
+def test_a_block_that_does_not_exist(
+    flag: str, kind: str, sim: SimServer, pdfs: Path, tmp_path: Path, api_env: dict[str, str]
+) -> None:
+    before = metric_total(sim.metrics_url, SENT)
+    ran = cli("run", str(pdfs), "--workspace", str(tmp_path / "ws"), "--server", sim.base_url,
+              flag, "nosuch", env=api_env)
+    assert ran.code == 2
+    assert ran.last_line == f"error: no {kind} block named 'nosuch': create it, or pass another {flag}"
+    assert "Traceback" not in ran.err
+    assert nothing_sent(sim, before) and not (tmp_path / "ws" / "results").exists()
+
+
 def test_a_list_with_missing_entries_converts_the_others(
     sim: SimServer, tmp_path: Path, api_env: dict[str, str]
 ) -> None:
