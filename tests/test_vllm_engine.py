@@ -116,6 +116,7 @@ def test_pages_through_the_flow_with_the_gate_on_a_real_engine(
     state, summary = run_flow(
         sources=[str(src)], workspace=str(ws), server_url=vllm_server.base_url,
         pages_per_group=4, workers=2, max_page_retries=1, gate_overrides=TINY_GATE,
+        max_fallback_share=1.0,  # the random model reads no page: every page falls back
     )
 
     served = metric_total(vllm_server.metrics_url, "vllm:request_success_total") - before

@@ -108,6 +108,7 @@ def test_launched_engine_killed_mid_run_is_restarted_and_no_page_is_lost(
         sources=[str(src)], workspace=str(ws), pages_per_group=3, workers=2,
         max_page_retries=1,
         gate_overrides=TINY_GATE,
+        max_fallback_share=1.0,  # the random model reads no page: every page falls back
         launch_server={
             "model": vllm_cpu_env.model, "command": vllm_cpu_env.command, "port": port,
             "served_model_name": SERVED_NAME, "limit_mm_per_prompt": '{"image": 1, "video": 0}',
