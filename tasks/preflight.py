@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from prefect import State, get_run_logger
+from prefect.exceptions import ObjectNotFound
 from prefect.states import Failed
 
 from pagegate.config import RunConfig
@@ -48,11 +49,11 @@ def preflight_failed(exc: PreflightError) -> State[Any]:
 @contextmanager
 def named_block(kind: str, name: str, flag: str) -> Iterator[None]:
     """A block the run names that Prefect does not have is a preflight error in the flag's
-    terms, not a traceback (Prefect's Block.aload raises ValueError 'Unable to find ...')."""
+    terms, not a traceback (Block.aload raises ValueError from Prefect's ObjectNotFound)."""
     try:
         yield
     except ValueError as exc:
-        if "Unable to find block document" not in str(exc):
+        if not isinstance(exc.__cause__, ObjectNotFound):
             raise
         raise PreflightError(
             f"no {kind} block named {name!r}: create it, or pass another {flag}") from exc

@@ -21,6 +21,7 @@ from pagegate.admission import (
     Reading,
 )
 from pagegate.admission.policy import Actions, Event, GateState, step
+from pagegate.admission.waiters import Waiters
 from pagegate.clock import FakeClock, settle
 from pagegate.errors import CapacityError, ServerUnavailableError
 
@@ -625,3 +626,20 @@ def test_a_hung_engine_with_calm_gauges_gets_no_more_pages_until_pages_come_back
             await workers.stop()
 
     run(scenario)
+
+
+def test_waiters_drop_the_cancelled_ones_that_their_handlers_have_not_settled() -> None:
+    """A waiting task cancelled between two steps: the next step must not count it."""
+
+    async def scenario() -> None:
+        waiters = Waiters()
+        first, second, third = waiters.join(), waiters.join(), waiters.join()
+        assert waiters.drop_cancelled() == 0  # nothing cancelled: no scan, nothing dropped
+        second.cancel()  # what Task.cancel() does to the future its task awaits
+        assert waiters.drop_cancelled() == 1
+        assert not waiters.discard(second)  # its own handler then settles nothing
+        assert waiters.drop_cancelled() == 0
+        assert [waiters.next_live(), waiters.next_live(), waiters.next_live()] == [
+            first, third, None]
+
+    asyncio.run(scenario())

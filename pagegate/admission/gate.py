@@ -16,7 +16,6 @@ hangs waiting for a release (olmOCR #383).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -136,10 +135,7 @@ class Gate:
             other.cancel()
         failure = GateClosedError(f"gate closed: {what}: {error!r}")
         failure.__cause__ = error
-        failed = self._waiters.fail_all(failure)
-        with contextlib.suppress(Exception):  # the step may be what failed
-            if failed:
-                self._state, _ = step(self._state, Left(failed), self._clock.now(), self.config)
+        self._fail_waiters(failure)  # a step that fails again finds the gate closed
 
     async def aclose(self) -> None:
         """Stop deciding, fail every waiter with GateClosedError; pages in flight go on."""

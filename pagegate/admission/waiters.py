@@ -21,19 +21,38 @@ class Admitted:
     at: float     # when it went in flight
 
 
+class _Waiter(asyncio.Future[Admitted]):
+    """A waiting page's future that says, as it is cancelled, that it was: a cancelled
+    waiting task cancels it synchronously, before the waiter's own handler runs."""
+
+    def __init__(self, on_cancel: Callable[[], None]) -> None:
+        super().__init__()
+        self._on_cancel = on_cancel
+
+    def cancel(self, msg: object = None) -> bool:
+        cancelled = super().cancel(msg)
+        if cancelled:
+            self._on_cancel()
+        return cancelled
+
+
 class Waiters:
     """Pages waiting at the gate, oldest first."""
 
     def __init__(self) -> None:
         self._queue: collections.deque[asyncio.Future[Admitted]] = collections.deque()
+        self._cancelled = 0  # futures cancelled since the last drop_cancelled
 
     def __bool__(self) -> bool:
         return bool(self._queue)
 
     def join(self) -> asyncio.Future[Admitted]:
-        future: asyncio.Future[Admitted] = asyncio.get_running_loop().create_future()
+        future = _Waiter(self._count_cancelled)
         self._queue.append(future)
         return future
+
+    def _count_cancelled(self) -> None:
+        self._cancelled += 1
 
     def next_live(self) -> asyncio.Future[Admitted] | None:
         """The oldest waiter still waiting, or None."""
@@ -52,7 +71,11 @@ class Waiters:
         return True
 
     def drop_cancelled(self) -> int:
-        """Forget the waiters cancelled but not yet settled by their own handler."""
+        """Forget the waiters cancelled but not yet settled by their own handler (a scan
+        only when some future was cancelled since the last one: this runs on every step)."""
+        if not self._cancelled:
+            return 0
+        self._cancelled = 0
         live = [future for future in self._queue if not future.cancelled()]
         dropped = len(self._queue) - len(live)
         if dropped:
