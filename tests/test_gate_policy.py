@@ -625,6 +625,7 @@ def _steady(
         acked=acked,
         estimated=True,
         reading=reading(0.0, running=int(peak)),
+        running_seen=int(peak),
         last_scrape_ok=True,
     )
 
@@ -678,23 +679,22 @@ def test_a_cut_ends_slow_start() -> None:
 
 
 @pytest.mark.parametrize(
-    ("kv", "running_before", "running", "slow_start"),
+    ("kv", "running_before", "running", "holds"),
     [
-        (0.2, 0, 40, True),    # cache mostly empty, batch growing: prefill rate, keep ramping
-        (0.2, 40, 60, True),   # still growing since the last cut
-        (0.2, 60, 60, False),  # the batch stopped growing: slots bind
-        (0.45, 0, 60, False),  # cache half full: the end of the ramp
-        (0.6, 0, 60, False),
+        (0.2, 0, 40, True),    # the batch grows and the cache has room: the engine takes it in
+        (0.6, 40, 60, True),   # still growing since the last reading
+        (0.2, 60, 60, False),  # the batch stopped growing: slots bind, cut
+        (0.95, 0, 60, False),  # the cache is past its ceiling: cut
     ],
 )
-def test_a_queue_while_the_batch_still_grows_keeps_slow_start(
-    kv: float, running_before: int, running: int, slow_start: bool
+def test_a_queue_the_engine_takes_in_holds_C(
+    kv: float, running_before: int, running: int, holds: bool
 ) -> None:
-    state = replace(_steady(100, 100, peak=float(running_before)), cut_running=running_before)
+    state = replace(_steady(100, 100, peak=float(running_before)), running_seen=running_before)
     state = observe(state, reading(1.0, running=running, waiting=30, kv=kv), CFG)
-    assert state.limit < 100  # the queue is cut either way
-    assert state.concurrency.slow_start is slow_start
-    assert state.concurrency.cut_running == running
+    assert (state.limit == 100) is holds
+    assert state.concurrency.slow_start is holds  # a cut ends slow start
+    assert state.concurrency.running_seen == running
 
 
 def test_repeated_readings_of_one_overload_do_not_compound_the_cut() -> None:

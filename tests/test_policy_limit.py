@@ -32,7 +32,7 @@ def step(
     queue: float | None = None,
     peak: float = 100.0,
     slow_start: bool = False,
-    cut_running: int = 0,
+    running_seen: int | None = None,
     preempted: bool = False,
     config: GateConfig = CFG,
     acked: int = 10_000,
@@ -40,8 +40,10 @@ def step(
     latency: float | None = None,
 ) -> Concurrency:
     """One control step; `acked` pages came back since the last reading (plenty by
-    default, so that only the rule under test bounds growth)."""
-    before = Concurrency(limit=limit, slow_start=slow_start, cut_running=cut_running,
+    default, so that only the rule under test bounds growth); running as at the last
+    reading unless `running_seen` says otherwise."""
+    seen = r.running if running_seen is None else running_seen
+    before = Concurrency(limit=limit, slow_start=slow_start, running_seen=seen,
                          acked=acked, estimated=True)
     return update(before, r, queue=float(r.waiting) if queue is None else queue, peak=peak,
                   in_flight=in_flight, preempted=preempted, drain=drain, transit=0.0,
@@ -198,24 +200,30 @@ def test_a_queue_above_the_band_cuts_a_share_of_the_excess(
     after = step(120, 100, reading(running=90, waiting=waiting, kv=0.6),
                  config=GateConfig(tuning=tuning))
     assert after.limit == expected
-    assert (after.cut_running, after.case) == (90, Case.ABOVE_BAND)
+    assert (after.running_seen, after.case) == (90, Case.ABOVE_BAND)
 
 
 @pytest.mark.parametrize(
-    ("kv", "cut_running", "running", "tuning", "keeps_slow_start"),
+    ("kv", "running_seen", "running", "expected"),
     [
-        (0.2, 0, 40, GateTuning(), True),      # cache under half the ceiling, batch growing
-        (0.2, 40, 40, GateTuning(), False),    # running stopped growing
-        (0.45, 0, 40, GateTuning(), False),    # at half the ceiling (0.45): the ramp is over
-        (0.45, 0, 40, GateTuning(far_below_share=0.6), True),
+        (0.2, 0, 40, 100),     # running grew, the cache has room: hold
+        (0.85, 0, 40, 100),
+        (0.2, 40, 40, 86),     # running stopped growing (slots bind): 100 - ceil((30 - 2) / 2)
+        (0.2, 50, 40, 86),     # or shrank
+        (0.95, 0, 40, 85),     # the cache is past its ceiling (band 0): 100 - ceil(30 / 2)
     ],
 )
-def test_a_cut_keeps_slow_start_only_while_the_batch_fills_up(
-    kv: float, cut_running: int, running: int, tuning: GateTuning, keeps_slow_start: bool
+def test_a_queue_is_not_cut_while_the_engine_takes_it_in(
+    kv: float, running_seen: int, running: int, expected: int
 ) -> None:
+    """A queue the engine is taking in (running grew, the cache has room) holds C and slow
+    start; any other queue above the band is cut and ends slow start."""
     after = step(100, 100, reading(running=running, waiting=30, kv=kv), slow_start=True,
-                 cut_running=cut_running, config=GateConfig(tuning=tuning))
-    assert after.slow_start is keeps_slow_start
+                 running_seen=running_seen)
+    holds = expected == 100
+    assert (after.limit, after.slow_start, after.case) == (
+        expected, holds, Case.HOLD if holds else Case.ABOVE_BAND)
+    assert after.running_seen == running
 
 
 @pytest.mark.parametrize(

@@ -217,29 +217,7 @@ def test_a_calm_stall_admits_at_most_the_limit_it_began_with(
     assert f.admitted_during <= f.limit_at_start
 
 
-RECOVERY_MISSES = {
-    "calm-stall-10min": (
-        "measured 123.0 s to 0.95 of the yardstick after the stall ends (target 2 L = "
-        "84.0 s): the stall outlasts PageClient's 600 s request timeout, so every page in "
-        "flight goes again at once; the fresh batch queues at the engine's prefill rate, the "
-        "queue above the band cuts C from 67 to 13, and above half the peak C regrows "
-        "additively, by at most one page per page back"),
-    "crash-restart": (
-        "measured 110.0 s to 0.95 of the yardstick after the restart (target 2 L = 84.0 s): "
-        "on the fresh, empty server the first pages queue at its prefill rate, the queue "
-        "above the band cuts C from 67 to 13, and above half the peak C regrows additively"),
-    "front-end-stall": (
-        "measured 92.0 s after the 30 s stall ends (target 2 L = 84.0 s): the stalled front "
-        "end hands its 52 requests to the engine at once, the queue above the band cuts C "
-        "from 67 to 48, and C regrows additively with the pages that come back"),
-}
-
-
-@pytest.mark.parametrize("name", [
-    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=RECOVERY_MISSES[name]))
-    if name in RECOVERY_MISSES else name
-    for name, s in SCHEDULES.items() if s.ends_s is not None
-])
+@pytest.mark.parametrize("name", [name for name, s in SCHEDULES.items() if s.ends_s is not None])
 def test_the_gate_is_back_at_the_yardstick_rate_within_two_page_latencies(
     name: str, baseline: Baseline
 ) -> None:

@@ -17,8 +17,8 @@ class GateTuning(NamedTuple):
 
     smoothing_polls: float = 3.0              # the front end's and the recent drain's window
     waiting_band_min: float = 2.0             # the band's floor, in requests
-    far_below_share: float = 0.5              # "far below": C under this share of the peak,
-                                              # or KV use under this share of the ceiling
+    far_below_share: float = 0.5              # C under this share of the peak regrows as in
+                                              # slow start
     excess_cut_share: float = 0.5             # a queue cut takes this share of the excess
     additive_growth_fraction: float = 0.05    # C's growth after slow start, per reading
     slow_start_per_completion: float = 2.0    # slow start's step per page back without KV room

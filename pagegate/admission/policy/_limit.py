@@ -31,7 +31,7 @@ class Case(enum.StrEnum):
 class Concurrency:
     limit: int                               # C
     slow_start: bool = True
-    cut_running: int = 0                     # running at the last cut above the band
+    running_seen: int = 0                    # running at the last usable reading
     acked: int = 0                           # pages back since the last usable reading
     estimated: bool = False                  # the first reading's KV start was applied
     case: Case = Case.HOLD                   # the rule of the last update
@@ -48,34 +48,34 @@ def update(
     preempted: bool, drain: float, transit: float, latency: float | None, config: GateConfig,
 ) -> Concurrency:
     """C on a usable reading; n = in flight, q = queue, band as `waiting_band` (0 while KV
-    use > kv_cache_ceiling), acked = pages back since the last reading:
+    use > kv_cache_ceiling), acked = pages back since the last reading, taking in = running
+    grew since the last reading and KV use <= kv_cache_ceiling:
 
     C  = max(C, floor(kv_max_concurrency x kv_cache_ceiling))   first reading only
     PREEMPTED   a preemption:         C' = min(C, floor(preemption_backoff x n)), slow start ends
-    ABOVE_BAND  q > band:             C' = min(C, n - ceil(excess_cut_share x (q - band)));
-                slow start ends unless the cache is far below the ceiling and running grew
+    ABOVE_BAND  q > band, not taking in: C' = min(C, n - ceil(excess_cut_share x (q - band))),
+                                      slow start ends
     SLOW_START  q < band, acked > 0, in slow start or C < far_below_share x peak:
                                       C' = C + min(C, KV room, or slow_start_per_completion x acked
                                                    where KV use < kv_signal_floor)
     ADDITIVE    q < band, acked > 0:  C' = C + min(acked, max(1, ceil(additive_growth_fraction x C)))
-    HOLD        otherwise:            C' = C
+    HOLD        otherwise:            C' = C  (a queue the engine is taking in is not cut)
     then, while the mean page latency > page_latency_limit: C' = min(C', C, ceil(drain x limit)),
     and C' within [initial_concurrency, max_in_flight_pages].
     """
     tuning = config.tuning
     c = _first_estimate(c, reading, config)
     acked, limit, slow_start, case = c.acked, c.limit, c.slow_start, Case.HOLD
-    c = replace(c, acked=0)
     pressured = reading.kv_usage > config.kv_cache_ceiling
+    taking_in = _taking_in(reading, c.running_seen, config)
+    c = replace(c, acked=0, running_seen=reading.running)
     band = 0.0 if pressured else waiting_band(drain, transit, config)
     if preempted:
         limit = min(limit, math.floor(in_flight * tuning.preemption_backoff))
         slow_start, case = False, Case.PREEMPTED
-    elif queue > band:
+    elif queue > band and not taking_in:
         excess = math.ceil((queue - band) * tuning.excess_cut_share)
-        slow_start = slow_start and _filling(reading, config) and reading.running > c.cut_running
-        limit, case = min(limit, in_flight - excess), Case.ABOVE_BAND
-        c = replace(c, cut_running=reading.running)
+        limit, slow_start, case = min(limit, in_flight - excess), False, Case.ABOVE_BAND
     elif queue < band and acked > 0:
         if slow_start or _far_below_peak(limit, peak, config):
             room = _kv_room(reading, config)
@@ -93,8 +93,9 @@ def update(
     return _clamped(replace(c, case=case), limit, slow_start, config)
 
 
-def _filling(reading: Reading, config: GateConfig) -> bool:
-    return reading.kv_usage < config.kv_cache_ceiling * config.tuning.far_below_share
+def _taking_in(reading: Reading, running_seen: int, config: GateConfig) -> bool:
+    """The engine is taking its queue in: running grew, and the cache has room."""
+    return reading.running > running_seen and reading.kv_usage <= config.kv_cache_ceiling
 
 
 def _far_below_peak(limit: int, peak: float, config: GateConfig) -> bool:
