@@ -263,6 +263,8 @@ def render_page_png(
     rotation: int = 0,
     password: str | None = None,
     max_pixels: int = DEFAULT_MAX_PIXELS,
+    dpi: float | None = None,
+    target_shortest_dim: int | None = None,
 ) -> RenderedPage:
     """`render_page` on a PDF opened for this call only. Raises the InputErrors of
     `open_pdf` or CorruptPdfError; not thread-safe."""
@@ -272,7 +274,8 @@ def render_page_png(
         raise ValueError(f"page_index must be >= 0, got {page_index}")
     with open_pdf(data, password=password) as pdf:
         return render_page(pdf, page_index, target_longest_dim=target_longest_dim,
-                           rotation=rotation, max_pixels=max_pixels)
+                           rotation=rotation, max_pixels=max_pixels, dpi=dpi,
+                           target_shortest_dim=target_shortest_dim)
 
 
 def extract_page_text(data: PdfInput, page_index: int, *, password: str | None = None) -> str:

@@ -245,6 +245,7 @@ def parse_nanonets_markdown(text: str, image_size: ImageSize) -> PageReply:
 
 _ELEMENT = re.compile(r"<([a-z_0-9]+)>(.*?)</\1>", re.DOTALL)
 _LOC = re.compile(r"<loc_(\d+)>")
+_LEADING_LOCS = re.compile(r"\s*" + r"<loc_(\d+)>" * 4)
 _CONTAINERS = frozenset({"ordered_list", "unordered_list", "picture", "chart", "group",
                          "inline", "key_value_region", "form"})
 _OTSL_CELL = re.compile(r"<(fcel|ecel|lcel|ucel|xcel|ched|rhed|srow|nl)>")
@@ -281,12 +282,14 @@ def _doctags_elements(body: str, box_scale: int, blocks: list[LayoutBlock], md: 
         raise ReplyParseError(f"DocTags text outside any element: {_peek(rest)}")
     for m in _ELEMENT.finditer(body):
         tag, inner = m.group(1), m.group(2)
-        locs = [int(v) for v in _LOC.findall(inner[:64])][:4]
-        content = _LOC.sub("", inner)
+        lead = _LEADING_LOCS.match(inner)
+        locs = [int(v) for v in lead.groups()] if lead else []
+        children = inner[lead.end():] if lead else inner
+        content = _LOC.sub("", children)
         if tag in _CONTAINERS:
             if len(locs) == 4:
                 blocks.append(LayoutBlock(tag, box_fractions(locs, box_scale, box_scale), ""))
-            _doctags_elements(content, box_scale, blocks, md)
+            _doctags_elements(children, box_scale, blocks, md)
             continue
         text = _otsl_markdown(content) if tag == "otsl" else re.sub(r"<[^>]+>", "", content).strip()
         if len(locs) == 4:
