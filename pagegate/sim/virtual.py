@@ -69,8 +69,7 @@ class Workload:
     pages: int
     group_pages: int = 500
     seed: int = 0
-    page_px: tuple[int, int] = LETTER_PAGE_PX
-    """Every page's image (width, height): what the model's image costs (model_engines.py)."""
+    page_px: tuple[int, int] = LETTER_PAGE_PX  # each page image's size (sim/model_engines.py)
 
     def groups(self) -> list[SyntheticGroup]:
         return synthetic_groups(self.pages, self.group_pages)
