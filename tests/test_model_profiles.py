@@ -7,6 +7,7 @@ files; docs/models.md has the table), so a drifting prompt, size or field fails 
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -216,3 +217,20 @@ def test_a_profile_checks_its_own_data() -> None:
         ModelProfile(**{**fields, "box_scale": 0})
     with pytest.raises(TypeError):
         base.extra_fields["stop"] = []  # type: ignore[index]
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--profile", "nope"], "unknown model profile 'nope'"),
+    (["--model", "my-chandra-vs-nanonets"], "matches several profiles"),
+])
+def test_a_profile_the_cli_cannot_choose_is_a_usage_error(tmp_path: Path, args: list[str],
+                                                         says: str) -> None:
+    from typer.testing import CliRunner
+
+    from pagegate.cli.app import app
+
+    result = CliRunner().invoke(app, ["run", str(tmp_path / "a.pdf"), "--workspace",
+                                      str(tmp_path / "ws"), *args])
+    assert result.exit_code == 2
+    assert says in " ".join(result.output.replace("│", " ").split())
+    assert not (tmp_path / "ws").exists()  # refused before anything ran

@@ -414,31 +414,31 @@ def get_profile(name: str) -> ModelProfile:
         raise ValueError(f"unknown model profile {name!r}; known profiles: {known}") from None
 
 
+def _named_by(model: str) -> list[str]:
+    lowered = model.lower()
+    return sorted(p.name for p in PROFILES.values() if any(a in lowered for a in p.aliases))
+
+
 def infer_profile(model: str) -> str | None:
     """The one profile whose aliases `model` names (a Hugging Face id or served name).
 
     None when no profile matches or more than one does: the caller then asks for
     `--profile` rather than guess.
     """
-    lowered = model.lower()
-    matches = {p.name for p in PROFILES.values() if any(a in lowered for a in p.aliases)}
-    return matches.pop() if len(matches) == 1 else None
+    matches = _named_by(model)
+    return matches[0] if len(matches) == 1 else None
 
 
 def choose_profile(profile: str | None, model: str | None) -> str:
     """`profile` when given, else the one `model` names, else the default (olmOCR-2).
 
-    A model that names no profile (a served name such as "olmocr" or "model") keeps the
-    default, as before profiles could be chosen; an ambiguous one is an error.
+    A model that names no profile (a served name such as "olmocr" or "model") gets the
+    default; one that names several is an error, so no run guesses its parser.
     """
     if profile:
         return get_profile(profile).name
-    if model:
-        lowered = model.lower()
-        matches = sorted(p.name for p in PROFILES.values() if any(a in lowered for a in p.aliases))
-        if len(matches) > 1:
-            raise ValueError(f"model {model!r} matches several profiles ({', '.join(matches)}); "
-                             "choose one with --profile")
-        if matches:
-            return matches[0]
-    return DEFAULT_PROFILE
+    matches = _named_by(model) if model else []
+    if len(matches) > 1:
+        raise ValueError(f"model {model!r} matches several profiles ({', '.join(matches)}); "
+                         "choose one with --profile")
+    return matches[0] if matches else DEFAULT_PROFILE
