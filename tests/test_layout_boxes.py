@@ -8,18 +8,30 @@ points, must cover the text where pdfium says its characters are.
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
 from datetime import datetime
 from pathlib import Path
 
+import httpx
 import imagecodecs
 import numpy as np
 import pypdfium2 as pdfium
 import pytest
 
+from pagegate.admission.base import FixedLimit
+from pagegate.clock import MonotonicClock
+from pagegate.config import RunConfig
+from pagegate.ocr.client import PageClient
+from pagegate.ocr.page import PageOcr, PdfDocument
+from pagegate.ocr.run import pool_settings
+from pagegate.ocr.stats import RunStats
 from pagegate.output.documents import PageLayout, PageResult, build_dolma_document, layout_lines
 from pagegate.output.workspace import Workspace, layout_key
+from pagegate.pdf.pool import RenderPool
 from pagegate.pdf.reader import render_page_png
+from pagegate.pdf.wire import PdfSource
 from pagegate.samples.raw import one_page_pdf, stream
 from pagegate.vlm.chat import parse_chat_response
 from pagegate.vlm.layout import block_in_points, smart_resize
@@ -128,3 +140,41 @@ def test_the_sidecar_has_one_line_per_page_beside_the_result(tmp_path: Path) -> 
         {"id": doc["id"], "page": 2, "width_pt": None, "height_pt": None, "blocks": []},
     ]
     assert workspace.is_committed(uri)
+
+
+def test_the_page_path_renders_by_the_profile_and_lays_boxes_on_the_page() -> None:
+    """A page's whole way: the render pool renders it by Chandra's rule (192 dpi), the
+    server (a MockTransport playing Chandra) answers with the ink's boxes on its 0-1000
+    grid, and the PageResult carries them in PDF points."""
+    profile = get_profile("chandra-2")
+    seen: list[tuple[int, int]] = []
+
+    def chandra(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        url = next(p["image_url"]["url"] for p in body["messages"][-1]["content"]
+                   if p["type"] == "image_url")
+        png = base64.b64decode(url.split(",", 1)[1])
+        height, width = imagecodecs.png_decode(png).shape[:2]
+        seen.append((width, height))
+        return httpx.Response(200, json=reply_body(chandra_reply(png, width, height)))
+
+    async def one_page() -> PageResult:
+        settings = pool_settings(RunConfig(sources=("x",), workspace="w", profile=profile.name,
+                                           render_workers=1))
+        async with httpx.AsyncClient(transport=httpx.MockTransport(chandra)) as http, \
+                RenderPool(settings) as renderer:
+            pages = PageOcr(client=PageClient(http, "http://chandra.invalid/v1"),
+                            admission=FixedLimit(1), renderer=renderer, profile=profile,
+                            model="chandra", clock=MonotonicClock(), stats=RunStats(started_at=0.0),
+                            max_attempts=2, unavailable_after_seconds=60)
+            doc = PdfDocument("mem://layout.pdf", PdfSource("mem://layout.pdf", data=pdf()), 1)
+            return await pages.run(doc, 0, "g")
+
+    result = asyncio.run(one_page())
+    assert seen == [(1632, 2112)]
+    assert not result.is_fallback and result.text == "Text\n\nFigure"
+    assert result.layout is not None
+    assert (result.layout.width_pt, result.layout.height_pt) == (PAGE_W, PAGE_H)
+    text, figure = result.layout.blocks
+    assert text["bbox"] == pytest.approx(text_box_points(), abs=1.5)
+    assert figure["bbox"] == pytest.approx([300, PAGE_H - 180, 500, PAGE_H - 100], abs=1.0)
