@@ -6,13 +6,16 @@ files; docs/models.md has the table), so a drifting prompt, size or field fails 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from pagegate.pdf.reader import plan_render
+from pagegate.server.launcher import VllmLauncher
 from pagegate.server.settings import VllmSettings, vllm_argv, with_profile_args
 from pagegate.vlm.chat import build_chat_request
 from pagegate.vlm.profiles import (
@@ -234,3 +237,17 @@ def test_a_profile_the_cli_cannot_choose_is_a_usage_error(tmp_path: Path, args: 
     assert result.exit_code == 2
     assert says in " ".join(result.output.replace("│", " ").split())
     assert not (tmp_path / "ws").exists()  # refused before anything ran
+
+
+@pytest.mark.parametrize("name", sorted(SERVE_FLAGS))
+def test_the_launcher_adds_its_profiles_flags_to_the_command_it_starts(name: str) -> None:
+    async def argv() -> list[str]:
+        async with httpx.AsyncClient() as http:
+            launcher = VllmLauncher(VllmSettings(model=get_profile(name).default_model),
+                                    http=http, profile=name)
+            return vllm_argv(launcher.settings, interpreter="python")
+
+    words = asyncio.run(argv())
+    flags = SERVE_FLAGS[name]
+    assert words[len(words) - len(flags):] == flags
+    assert words[:3] == ["vllm", "serve", get_profile(name).default_model]
