@@ -29,7 +29,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from pagegate.sim.engines import NAMED_PAGES, family_pages, named_engine
+from pagegate.sim.engines import NAMED_PAGES, family_pages, named_engine, named_workload
 from pagegate.sim.family import draw_engine
 from pagegate.sim.profiles import ServerProfile
 from pagegate.sim.strategies import STRATEGIES
@@ -60,7 +60,7 @@ def utilization_at(run: Run, rate: float, budget_s: float) -> float:
 def engine_of(name: str, seed: int) -> tuple[ServerProfile, Workload]:
     """A named profile or `family-<seed>-<index>`, with the workload this bench gives it."""
     if name in NAMED_PAGES:
-        return named_engine(name), Workload(NAMED_PAGES[name], seed=seed)
+        return named_engine(name), named_workload(name, seed)
     engine = draw_engine(seed, int(name.rsplit("-", 1)[1]))
     return engine.profile, Workload(family_pages(engine), group_pages=500, seed=seed)
 

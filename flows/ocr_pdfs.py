@@ -65,6 +65,7 @@ async def ocr_pdfs(
     workspace: str,
     server_url: str | None = None,
     model: str = RunConfig.model,
+    profile: str | None = None,
     pages_per_group: AtLeastOne = RunConfig.pages_per_group,
     workers: AtLeastOne = RunConfig.workers,
     max_concurrent_requests: AtLeastOne = RunConfig.max_concurrent_requests,
@@ -89,6 +90,7 @@ async def ocr_pdfs(
     capacity_backoff_max_seconds: PositiveSeconds = RunConfig.capacity_backoff_max_seconds,
     render_workers: AtLeastOne | None = RunConfig.render_workers,
     pdf_memory_budget_mb: AtLeastOne = RunConfig.pdf_memory_budget_mb,
+    layout: bool = RunConfig.layout,
 ) -> State[Any]:
     """OCR PDFs from S3 or disk into Dolma JSONL in WORKSPACE.
 
@@ -99,6 +101,8 @@ async def ocr_pdfs(
             empty: the node's own, PAGEGATE_SERVER_URL in the worker's environment, else
             http://127.0.0.1:8000/v1 (pagegate/server/target.py).
         model: the served model name sent in each request.
+        profile: the model's profile (docs/models.md), e.g. "chandra-2"; empty: the one the
+            model names (launch_server's model, else model), else "olmocr-2".
         pages_per_group: target pages per group task.
         workers: group tasks running at once.
         max_concurrent_requests: cap on page requests in flight when the gate is disabled.
@@ -137,6 +141,8 @@ async def ocr_pdfs(
             per core this worker may use.
         pdf_memory_budget_mb: PDF bytes held in memory at once; PDFs are fetched only as
             their pages near admission, and larger ones are read from a file.
+        layout: also write layout/<id>.jsonl, each page's blocks with boxes in PDF
+            points (profiles that give layout; docs/models.md).
     """
     params = RunParams(
         workspace=workspace, server_url=server_url, model=model,
@@ -153,6 +159,7 @@ async def ocr_pdfs(
         result_storage=result_storage, launch_server=launch_server,
         server_urls=server_urls, capacity_backoff_max_seconds=capacity_backoff_max_seconds,
         render_workers=render_workers, pdf_memory_budget_mb=pdf_memory_budget_mb,
+        profile=profile, layout=layout,
     )
     try:
         config, gate_settings = await run_settings(params, sources=sources)

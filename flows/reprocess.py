@@ -49,6 +49,7 @@ async def reprocess(
     only_reasons: list[str] | None = None,
     server_url: str | None = None,
     model: str = RunConfig.model,
+    profile: str | None = None,
     pages_per_group: AtLeastOne = RunConfig.pages_per_group,
     workers: AtLeastOne = RunConfig.workers,
     max_concurrent_requests: AtLeastOne = RunConfig.max_concurrent_requests,
@@ -73,6 +74,7 @@ async def reprocess(
     capacity_backoff_max_seconds: PositiveSeconds = RunConfig.capacity_backoff_max_seconds,
     render_workers: AtLeastOne | None = RunConfig.render_workers,
     pdf_memory_budget_mb: AtLeastOne = RunConfig.pdf_memory_budget_mb,
+    layout: bool = RunConfig.layout,
 ) -> State[Any]:
     """Retry the failed PDFs of WORKSPACE (its ledger), or exactly the PDFs listed.
 
@@ -98,6 +100,7 @@ async def reprocess(
         result_storage=result_storage, launch_server=launch_server,
         server_urls=server_urls, capacity_backoff_max_seconds=capacity_backoff_max_seconds,
         render_workers=render_workers, pdf_memory_budget_mb=pdf_memory_budget_mb,
+        profile=profile, layout=layout,
     )
     logger = get_run_logger()
     if only_reasons:

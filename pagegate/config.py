@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pagegate.io.s3 import S3Credentials
 from pagegate.server.managed import ManagedServerConfig
 from pagegate.server.target import DEFAULT_SERVED_NAME, DEFAULT_SERVER_URL
-from pagegate.vlm.profiles import DEFAULT_PROFILE
+from pagegate.vlm.profiles import DEFAULT_PROFILE, get_profile
 
 S3_RETRY_MODES: tuple[str, ...] = ("standard", "adaptive", "legacy")  # botocore's retry modes
 
@@ -27,13 +27,14 @@ class RunConfig:
     workspace: str
     server_url: str = DEFAULT_SERVER_URL
     model: str = DEFAULT_SERVED_NAME          # served model name; olmOCR serves as "olmocr"
-    profile: str = DEFAULT_PROFILE
+    profile: str = DEFAULT_PROFILE            # the model's contract (pagegate.vlm.profiles)
     api_key: str | None = None
     pages_per_group: int = 500                # olmOCR --pages_per_group
     workers: int = 20                         # group tasks at once (olmOCR --workers)
     max_concurrent_requests: int = 1600       # olmOCR --max_concurrent_requests; used when no gate
     markdown: bool = False
     markdown_root: str | None = None          # .md paths are relative to it (pagegate.output.options)
+    layout: bool = False                      # a layout/<id>.jsonl sidecar of boxes, for profiles that give them
     target_longest_image_dim: int = 1288      # olmOCR --target_longest_image_dim
     max_page_retries: int = 8                 # olmOCR --max_page_retries
     max_page_error_rate: float = 0.004        # olmOCR --max_page_error_rate (1/250)
@@ -64,6 +65,7 @@ class RunConfig:
     def __post_init__(self) -> None:
         if not self.sources:
             raise ValueError("at least one source is required")
+        get_profile(self.profile)  # an unknown name fails here, naming the known ones
         if self.pages_per_group < 1:
             raise ValueError("pages_per_group must be at least 1")
         if self.workers < 1:

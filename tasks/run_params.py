@@ -23,6 +23,7 @@ from pagegate.config import RunConfig
 from pagegate.io.s3 import S3Credentials
 from pagegate.server.managed import ManagedServerConfig
 from pagegate.server.target import node_server_url
+from pagegate.vlm.profiles import choose_profile
 from tasks.admission_block import AdmissionGate
 from tasks.aws_credentials import load_s3_credentials
 from tasks.gate_param import gate_block_name, load_gate_settings, managed_server_for
@@ -69,6 +70,8 @@ class RunParams:
     capacity_backoff_max_seconds: float
     render_workers: int | None
     pdf_memory_budget_mb: int
+    profile: str | None
+    layout: bool
 
     def run_config(
         self,
@@ -87,6 +90,10 @@ class RunParams:
             workspace=self.workspace,
             server_url=self.server_url or default_server_url,
             model=self.model,
+            profile=choose_profile(
+                self.profile, managed_server.vllm.model if managed_server else self.model
+            ),
+            layout=self.layout,
             pages_per_group=self.pages_per_group,
             workers=self.workers,
             max_concurrent_requests=self.max_concurrent_requests,

@@ -66,6 +66,7 @@ def test_document_has_every_dolma_field() -> None:
             "total-output-tokens": 100 + 300,
             "total-fallback-pages": 1,
             "model": "olmocr",
+            "profile": "olmocr-2",
             "prompt-version": "olmocr-no-anchoring-v4-yaml",
             "pagegate-version": "0.1.0",
         },

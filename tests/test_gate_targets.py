@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 from bench.admission import TARGET, judge, judge_family_engine
-from pagegate.sim.engines import NAMED_PAGES, named_engine
-from pagegate.sim.virtual import Workload
+from pagegate.sim.engines import NAMED_PAGES, named_engine, named_workload
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +30,7 @@ so a fix that meets the target must remove its entry."""
     for n in NAMED_PAGES
 ])
 def test_default_gate_saturates_every_named_profile_without_crash(name: str) -> None:
-    records = judge(name, named_engine(name), Workload(NAMED_PAGES[name]), ["pagegate"])
+    records = judge(name, named_engine(name), named_workload(name), ["pagegate"])
     stick, gate = records
     print(f"\n[{name}] gate {gate['utilization']:.3f} of {stick['best']} "
           f"({stick['pages_per_s']:.3f} pages/s); preemptions {gate['preemptions']}, "

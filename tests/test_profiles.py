@@ -44,7 +44,8 @@ def test_unknown_profile_names_the_known_ones() -> None:
 def test_profiles_mapping_is_read_only() -> None:
     with pytest.raises(TypeError):
         PROFILES["x"] = get_profile("olmocr-2")  # type: ignore[index]
-    assert set(PROFILES) == {"olmocr-2"}
+    assert set(PROFILES) == {"olmocr-2", "chandra-2", "dots-mocr", "deepseek-ocr",
+                             "nanonets-ocr2", "granite-docling", "qwen3-vl"}
 
 
 def test_profile_is_frozen() -> None:

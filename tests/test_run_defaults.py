@@ -42,6 +42,7 @@ EMPTY_IS_DEFAULT = {"gate_overrides", "server_urls"}  # None: {} / ()
 OWN_MEANING = {
     "server_url": "flows: empty is the node's own server, PAGEGATE_SERVER_URL (docs/cluster.md)",
     "model": "CLI: empty is the served name, or with no --server no launched server at all",
+    "profile": "empty is the profile the model names, else RunConfig.profile (vlm.profiles.choose_profile)",
 }
 # Parameters that are no setting of the config: the check accounts for every parameter
 # with a default, so an option renamed away from its field's name fails instead of

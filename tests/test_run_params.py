@@ -36,7 +36,7 @@ def params(**changes: object) -> RunParams:
         "aws_credentials": None,
         "result_storage": None, "launch_server": None, "server_urls": None,
         "capacity_backoff_max_seconds": 3.0,
-        "render_workers": 2, "pdf_memory_budget_mb": 64,
+        "render_workers": 2, "pdf_memory_budget_mb": 64, "profile": None, "layout": True,
     }
     return RunParams(**{**values, **changes})  # type: ignore[arg-type]
 
@@ -61,6 +61,23 @@ def test_every_parameter_reaches_the_run_config() -> None:
     assert config.redo_flagged and config.managed_server is managed
     assert config.server_urls == ()
     assert (config.render_workers, config.pdf_memory_budget_mb) == (2, 64)
+    assert (config.profile, config.layout) == ("olmocr-2", True)
+
+
+@pytest.mark.parametrize(("profile", "model", "launched", "expected"), [
+    (None, "olmocr", None, "olmocr-2"),                       # a served name naming no profile
+    (None, "olmocr", "datalab-to/chandra-ocr-2", "chandra-2"),  # the launched model names it
+    (None, "deepseek-ai/DeepSeek-OCR", None, "deepseek-ocr"),
+    ("granite-docling", "datalab-to/chandra-ocr-2", None, "granite-docling"),  # given wins
+])
+def test_the_profile_is_given_or_named_by_the_model(
+    profile: str | None, model: str, launched: str | None, expected: str
+) -> None:
+    managed = managed_server_config({"model": launched}) if launched else None
+    config = params(profile=profile, model=model).run_config(
+        ["a.pdf"], default_server_url="u", pdf_password=None, managed_server=managed, run_id=None
+    )
+    assert config.profile == expected
 
 
 def test_given_servers_and_overrides_are_kept_and_an_unsaved_block_is_refused() -> None:

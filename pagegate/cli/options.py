@@ -14,6 +14,7 @@ from pagegate.config import S3_RETRY_MODES
 from pagegate.server.settings import DEFAULT_COMMAND, VllmSettings
 from pagegate.server.target import DEFAULT_SERVED_NAME, DEFAULT_SERVER_URL
 from pagegate.server.watchdog import WatchdogConfig, WatchLimits
+from pagegate.vlm.profiles import DEFAULT_PROFILE, PROFILES, choose_profile
 
 if TYPE_CHECKING:
     from pydantic import SecretStr
@@ -30,6 +31,8 @@ LAUNCH = "Launched server (--model without --server)"
 
 # The run's target server.
 ServerOpt = Annotated[list[str] | None, typer.Option(metavar="URL", help="OpenAI base URL of an external vLLM server (unless --model launches one). Repeat for several servers (e.g. one per GPU): pages go to the least-loaded one.", rich_help_panel=SERVER, show_default=DEFAULT_SERVER_URL)]
+ProfileOpt = Annotated[str | None, typer.Option(help=f"The model's profile: {', '.join(PROFILES)} (docs/models.md).", rich_help_panel=SERVER, show_default="the one --model names, else " + DEFAULT_PROFILE)]
+LayoutOpt = Annotated[bool, typer.Option("--layout", help="Also write layout/<id>.jsonl: each page's blocks with boxes in PDF points (profiles that give layout).", rich_help_panel=OUTPUT, metavar="", show_default="off")]
 ModelOpt = Annotated[str | None, typer.Option(help="With --server: its served model name. Without: launch and supervise `vllm serve MODEL`.", rich_help_panel=SERVER, show_default=DEFAULT_SERVED_NAME)]
 
 # Work sizes and the gate.
@@ -149,3 +152,11 @@ def preflight_of(
         workspace=workspace, sources=tuple(sources), servers=servers, model=target["model"],
         s3_retry_mode=s3_retry_mode, check_s3=aws_credentials is None,
     )
+
+
+def chosen_profile(profile: str | None, model: str | None) -> str:
+    """--profile, or the one --model names, else the default; a bad name is a usage error."""
+    try:
+        return choose_profile(profile, model)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--profile") from None

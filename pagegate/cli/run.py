@@ -26,6 +26,7 @@ from pagegate.cli.options import (
     GpusOpt,
     HangAfterOpt,
     JsonOpt,
+    LayoutOpt,
     LimitMmOpt,
     MarkdownOpt,
     MaxFallbackShareOpt,
@@ -40,6 +41,7 @@ from pagegate.cli.options import (
     PdfMemoryBudgetOpt,
     PdfPasswordOpt,
     PdfPasswordSecretOpt,
+    ProfileOpt,
     RecordedDropOpt,
     RecordedMarkdownOpt,
     RenderWorkersOpt,
@@ -55,6 +57,7 @@ from pagegate.cli.options import (
     VllmCommandOpt,
     VllmPortOpt,
     WorkersOpt,
+    chosen_profile,
     gate_overrides,
     preflight_of,
     run_target,
@@ -75,11 +78,13 @@ def run_command(
     workspace: Annotated[str, typer.Option(help="Output location: local folder or s3://bucket/prefix.", rich_help_panel=OUTPUT)],
     server: ServerOpt = None,
     model: ModelOpt = None,
+    profile: ProfileOpt = None,
+    layout: LayoutOpt = RunConfig.layout,
     pages_per_group: PagesPerGroupOpt = RunConfig.pages_per_group,
     workers: WorkersOpt = RunConfig.workers,
     max_concurrent_requests: Annotated[int, typer.Option(min=1, help="Requests in flight when the gate is off.", rich_help_panel=GATE)] = RunConfig.max_concurrent_requests,
     markdown: MarkdownOpt = RunConfig.markdown,
-    target_longest_image_dim: Annotated[int, typer.Option(min=28, help="Rendered page size (longest side, px).", rich_help_panel=PAGES)] = RunConfig.target_longest_image_dim,
+    target_longest_image_dim: Annotated[int, typer.Option(min=28, help="Rendered page size (longest side, px) for profiles sized that way (olmocr-2); others use their model's rule.", rich_help_panel=PAGES)] = RunConfig.target_longest_image_dim,
     max_page_retries: MaxPageRetriesOpt = RunConfig.max_page_retries,
     gate: GateOpt = RunConfig.gate_block,
     no_gate: NoGateOpt = False,
@@ -120,6 +125,7 @@ def run_command(
     Exit codes: 0 all converted, 1 some PDFs failed, 2 usage or preflight error,
     3 server unavailable, 130 SIGINT, 143 SIGTERM.
     """
+    chosen = chosen_profile(profile, model)
     target = run_target(
         server, model, vllm_command, vllm_port, served_model_name, gpu_memory_utilization,
         max_model_len, tensor_parallel_size, data_parallel_size, max_num_seqs,
@@ -160,6 +166,8 @@ def run_command(
             result_storage=result_storage,
             render_workers=render_workers,
             pdf_memory_budget_mb=pdf_memory_budget_mb,
+            profile=chosen,
+            layout=layout,
             return_state=True,
         ))
     finish(ok, summary, workspace, json_out=json_out)
@@ -171,6 +179,8 @@ def reprocess_command(
     only_reason: Annotated[list[str] | None, typer.Option(help="Only ledger records with this reason (repeatable).", show_default="every reason", rich_help_panel=OUTPUT)] = None,
     server: ServerOpt = None,
     model: ModelOpt = None,
+    profile: ProfileOpt = None,
+    layout: LayoutOpt = RunConfig.layout,
     pages_per_group: PagesPerGroupOpt = RunConfig.pages_per_group,
     workers: WorkersOpt = RunConfig.workers,
     markdown: RecordedMarkdownOpt = None,
@@ -219,6 +229,7 @@ def reprocess_command(
         reasons = sorted(check_reasons(only_reason or []))
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--only-reason") from None
+    chosen = chosen_profile(profile, model)
     target = run_target(
         server, model, vllm_command, vllm_port, served_model_name, gpu_memory_utilization,
         max_model_len, tensor_parallel_size, data_parallel_size, max_num_seqs,
@@ -257,6 +268,8 @@ def reprocess_command(
             result_storage=result_storage,
             render_workers=render_workers,
             pdf_memory_budget_mb=pdf_memory_budget_mb,
+            profile=chosen,
+            layout=layout,
             return_state=True,
         ))
     finish(ok, summary, workspace, json_out=json_out)

@@ -23,7 +23,12 @@ from pagegate.ocr.intake import Entry
 from pagegate.ocr.outcomes import GroupOutcome, PdfOutcome
 from pagegate.ocr.page import PdfDocument
 from pagegate.ocr.run import RunContext
-from pagegate.output.documents import PageResult, build_dolma_document, document_id
+from pagegate.output.documents import (
+    PageResult,
+    build_dolma_document,
+    document_id,
+    layout_lines,
+)
 from pagegate.output.ledger import FailureRecord, record_for_page_error_rate, record_from_error
 from pagegate.pdf.wire import PdfSource
 from pagegate.plan.groups import Group
@@ -67,9 +72,10 @@ async def process_pdf(ctx: RunContext, uri: str, group_id: str) -> PdfOutcome:
         flag = _page_error_flag(ctx, uri, group_id, fallback, len(pages))
         if flag is not None and ctx.config.drop_on_page_errors:
             return await _record(ctx, flag)
+        layout = layout_lines(dolma, pages) if ctx.config.layout else None
         location = await _commit(ctx, lambda: workspace.commit_document(
             uri, dolma, markdown=ctx.config.markdown, markdown_root=ctx.config.markdown_root,
-            flag=flag,
+            flag=flag, layout=layout,
         ))
     except (InputError, ServerUnavailableError) as exc:
         return await _fail(ctx, uri, group_id, exc)

@@ -21,9 +21,10 @@ from pagegate.ocr.attempts import Attempt, AttemptPlan
 from pagegate.ocr.backoff import BackoffPolicy
 from pagegate.ocr.client import PageClient
 from pagegate.ocr.stats import RunStats
-from pagegate.output.documents import PageResult
+from pagegate.output.documents import PageLayout, PageResult
 from pagegate.pdf.renderer import PdfSource, Renderer
 from pagegate.vlm.chat import Usage, build_chat_request, parse_chat_response, usage_of
+from pagegate.vlm.layout import block_in_points
 from pagegate.vlm.profiles import ModelProfile
 from pagegate.vlm.reply import PageReply
 
@@ -41,10 +42,28 @@ class PdfDocument:
 
 
 @dataclass(frozen=True)
+class _Frame:
+    """The sent image's size in pixels and the page's in points, for the reply's boxes."""
+
+    pixels: tuple[int, int]
+    points: tuple[float, float]
+
+
+@dataclass(frozen=True)
 class _AttemptResult:
     reply: PageReply | None
     usage: Usage
     error: str | None
+    frame: _Frame | None = None
+
+
+def _layout(reply: PageReply, frame: _Frame | None) -> PageLayout | None:
+    """The reply's blocks in PDF points; None when the model gives no layout."""
+    if frame is None or not reply.blocks:
+        return None
+    width_pt, height_pt = frame.points
+    return PageLayout(width_pt, height_pt,
+                      tuple(block_in_points(b, width_pt, height_pt) for b in reply.blocks))
 
 
 class _RenderFailed(Exception):
@@ -90,6 +109,7 @@ class PageOcr:
         plan = AttemptPlan.start(self.profile, self.max_attempts)
         input_tokens = output_tokens = attempts = 0
         last_error: str | None = None
+        frame: _Frame | None = None
         while not plan.done:
             attempt = plan.current
             attempts += 1
@@ -103,6 +123,7 @@ class PageOcr:
             output_tokens += result.usage.completion_tokens
             if result.reply is not None:
                 plan = plan.on_reply(result.reply)
+                frame = result.frame
             else:
                 last_error = result.error
                 plan = plan.on_content_error(result.error or "unusable reply")
@@ -116,6 +137,7 @@ class PageOcr:
                 text=reply.text,
                 reply=reply,
                 is_fallback=False,
+                layout=_layout(reply, frame),
                 input_tokens=input_tokens,
                 output_tokens=output_tokens,
                 attempts=attempts,
@@ -180,8 +202,10 @@ class PageOcr:
                     f"page {page_index + 1} cannot be rendered ({exc.reason}): {exc}"
                 ) from exc
             body = build_chat_request(
-                self.profile, model=self.model, image_png=image.png, temperature=attempt.temperature
+                self.profile, model=self.model, image_png=image.png,
+                temperature=attempt.temperature, attempt=attempt.number,
             )
+            frame = _Frame((image.width, image.height), (image.width_pt, image.height_pt))
             del image
             permit.sent()
             try:
@@ -190,12 +214,12 @@ class PageOcr:
                 permit.finish(Outcome.CONTENT)
                 return _AttemptResult(None, Usage(0, 0), str(exc))
             try:
-                reply, usage = parse_chat_response(self.profile, reply_body)
+                reply, usage = parse_chat_response(self.profile, reply_body, frame.pixels)
             except ContentError as exc:
                 permit.finish(Outcome.CONTENT)
                 return _AttemptResult(None, usage_of(reply_body), str(exc))
             permit.finish(Outcome.OK)
-            return _AttemptResult(reply, usage, None)
+            return _AttemptResult(reply, usage, None, frame)
 
     def _client_for(self, permit: Permit) -> PageClient:
         """The server the permit routes to, or the run's one server."""

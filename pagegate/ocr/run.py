@@ -49,12 +49,21 @@ class RunContext:
 
 
 def pool_settings(config: RunConfig) -> PoolSettings:
-    """The render pool a run's config asks for."""
+    """The render pool a run's config asks for, its page size from the profile's image rule.
+
+    A profile sized by its longest side (olmOCR-2) takes the run's
+    `target_longest_image_dim`; one sized by DPI or shortest side keeps its model's rule.
+    """
+    rule = get_profile(config.profile).image
+    by_longest = rule.longest_side is not None
     return PoolSettings(
         workers=config.render_workers,
         timeout_seconds=config.render_timeout_seconds,
         memory_limit_mb=config.render_memory_limit_mb,
-        target_longest_dim=config.target_longest_image_dim,
+        target_longest_dim=config.target_longest_image_dim if by_longest else rule.max_side,
+        max_pixels=rule.max_pixels,
+        dpi=rule.dpi,
+        target_shortest_dim=rule.shortest_side,
     )
 
 

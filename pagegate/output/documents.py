@@ -37,6 +37,15 @@ SOURCE_NAME = "pagegate"
 
 
 @dataclass(frozen=True)
+class PageLayout:
+    """One page's blocks in PDF points (pagegate.vlm.layout), and the page's size."""
+
+    width_pt: float
+    height_pt: float
+    blocks: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
 class PageResult:
     """The final outcome of one page: model text, or the text layer if every attempt failed."""
 
@@ -48,6 +57,7 @@ class PageResult:
     output_tokens: int
     attempts: int
     error: str | None = None
+    layout: PageLayout | None = None
 
     def __post_init__(self) -> None:
         if self.page_number < 1:
@@ -104,6 +114,7 @@ def build_dolma_document(
             "total-output-tokens": sum(p.output_tokens for p in ordered),
             "total-fallback-pages": sum(p.is_fallback for p in ordered),
             "model": model,
+            "profile": profile.name,
             "prompt-version": profile.prompt_version,
             "pagegate-version": pagegate_version,
         },
@@ -117,6 +128,27 @@ def build_dolma_document(
             "is_fallback_page": [p.is_fallback for p in ordered],
         },
     }
+
+
+def layout_lines(doc: Mapping[str, Any], pages: Sequence[PageResult]) -> str:
+    """The layout sidecar of one document: one JSONL line per page, in page order.
+
+    Each line names the document (`id`, as in its Dolma line) and the page, gives the
+    page's size and its blocks (category, bbox [x0, y0, x1, y1] in PDF points from the
+    page's top-left corner, text). A page the model gave no layout for (a fallback page,
+    a model without boxes) has an empty block list, so the line count is the page count.
+    """
+    lines = []
+    for page in sorted(pages, key=lambda p: p.page_number):
+        layout = page.layout
+        lines.append(dolma_line({
+            "id": doc["id"],
+            "page": page.page_number,
+            "width_pt": round(layout.width_pt, 2) if layout else None,
+            "height_pt": round(layout.height_pt, 2) if layout else None,
+            "blocks": list(layout.blocks) if layout else [],
+        }))
+    return "".join(lines)
 
 
 def _reply_or_fallback(page: PageResult) -> PageReply:

@@ -4,12 +4,13 @@ Layout (relative to the workspace root, local or S3):
 
     results/<document_id>.jsonl     one Dolma line per PDF; its existence means "done"
     markdown/<path below the source root>.md   with --markdown
+    layout/<document_id>.jsonl      with --layout: one line of blocks per page
     ledger/<document_id>.json       one failure record per PDF that could not be processed
     pagegate-outputs.json           the output options of the last run (pagegate.output.options)
 
 The result object is the commit marker and is written last, atomically, so a PDF is
 either fully done or not done; markdown is written before it. A later success removes
-the PDF's ledger record. One exception: a document committed with too many fallback
+the PDF's ledger record; markdown and the layout sidecar are written before it. One exception: a document committed with too many fallback
 pages keeps a `page_error_rate` record beside it (written first), so `reprocess` can
 find it. Runs may overlap: every write is a whole-object replace of a key derived from
 the source URI, so two runs can at worst both write the same result, never two results.
@@ -23,7 +24,7 @@ from typing import Any
 from pagegate.errors import DownloadError
 from pagegate.io.storage import open_store
 from pagegate.io.store import Store
-from pagegate.output.documents import dolma_line, markdown_relpath, markdown_text
+from pagegate.output.documents import document_id, dolma_line, markdown_relpath, markdown_text
 from pagegate.output.ledger import (
     FailureRecord,
     ledger_key,
@@ -37,6 +38,11 @@ from pagegate.output.options import (
     options_from_json,
     options_to_json,
 )
+
+
+def layout_key(source_uri: str) -> str:
+    """Where the layout sidecar of `source_uri` goes, beside its result."""
+    return f"layout/{document_id(source_uri)}.jsonl"
 
 
 class Workspace:
@@ -67,6 +73,7 @@ class Workspace:
         markdown: bool,
         markdown_root: str | None = None,
         flag: FailureRecord | None = None,
+        layout: str | None = None,
     ) -> str:
         """Write markdown (optional), then the result object; clear any old ledger record.
 
@@ -79,6 +86,8 @@ class Workspace:
         if markdown:
             md_key = "markdown/" + markdown_relpath(source_uri, markdown_root)
             self.store.write_bytes(md_key, markdown_text(doc).encode("utf-8"))
+        if layout is not None:
+            self.store.write_bytes(layout_key(source_uri), layout.encode("utf-8"))
         key = result_key(source_uri)
         self.store.write_bytes(key, dolma_line(doc).encode("utf-8"))
         if flag is None:

@@ -60,6 +60,10 @@ class RenderPool:
         worker_args = ["--target-longest-dim", str(s.target_longest_dim),
                        "--max-pixels", str(s.max_pixels),
                        "--memory-limit-mb", str(s.memory_limit_mb or 0)]
+        if s.dpi is not None:
+            worker_args += ["--dpi", repr(s.dpi)]
+        if s.target_shortest_dim is not None:
+            worker_args += ["--target-shortest-dim", str(s.target_shortest_dim)]
         base = list(command) if command is not None else [sys.executable, "-m",
                                                           "pagegate.pdf.worker"]
         self.command = [*base, *worker_args]

@@ -54,6 +54,10 @@ class RenderedPage:
     png: bytes
     width: int
     height: int
+    width_pt: float = 0.0
+    """The page's size in PDF points as the image shows it (after /Rotate and `rotation`):
+    what a box given as a fraction of the image is a fraction of."""
+    height_pt: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -90,13 +94,16 @@ def inspect_pdf(
 
 
 def plan_render(
-    width_pt: float, height_pt: float, *, target_longest_dim: int, max_pixels: int
+    width_pt: float, height_pt: float, *, target_longest_dim: int, max_pixels: int,
+    dpi: float | None = None, target_shortest_dim: int | None = None,
 ) -> RenderPlan:
     """Choose the render scale for a page of `width_pt` x `height_pt` points.
 
     The longest side becomes `target_longest_dim` pixels (olmOCR renders at
     `target_longest_image_dim * 72 / longest_side` dpi, i.e. the same scale) unless that would
-    exceed `max_pixels`, in which case the page is scaled down to fit. The bitmap size is
+    exceed `max_pixels`, in which case the page is scaled down to fit. A model profile may
+    ask for `dpi` or for `target_shortest_dim` pixels on the shortest side instead; then
+    `target_longest_dim` is only a bound on the longest side. The bitmap size is
     computed as pypdfium2 computes it (`ceil(side * scale)`), so the plan is exact and no page
     shape (a 200-inch square, a 1 x 1000-inch strip) can allocate more than `max_pixels`.
     """
@@ -104,8 +111,18 @@ def plan_render(
         raise ValueError(f"page size must be positive and finite, got {width_pt} x {height_pt}")
     if target_longest_dim < 1 or max_pixels < 1:
         raise ValueError("target_longest_dim and max_pixels must be at least 1")
+    if (dpi is not None and not dpi > 0) or (target_shortest_dim is not None
+                                              and target_shortest_dim < 1):
+        raise ValueError("dpi and target_shortest_dim must be positive")
     longest = max(width_pt, height_pt)
-    scale = min(target_longest_dim / longest, math.sqrt(max_pixels / (width_pt * height_pt)))
+    if dpi is not None:
+        base = dpi / 72
+    elif target_shortest_dim is not None:
+        base = target_shortest_dim / min(width_pt, height_pt)
+    else:
+        base = target_longest_dim / longest
+    scale = min(base, target_longest_dim / longest,
+                math.sqrt(max_pixels / (width_pt * height_pt)))
 
     def fits(s: float) -> bool:
         w, h = math.ceil(width_pt * s), math.ceil(height_pt * s)
@@ -138,6 +155,8 @@ def render_page(
     target_longest_dim: int = 1288,
     rotation: int = 0,
     max_pixels: int = DEFAULT_MAX_PIXELS,
+    dpi: float | None = None,
+    target_shortest_dim: int | None = None,
 ) -> RenderedPage:
     """Render page `page_index` (0-based) of an open PDF to PNG; not thread-safe.
 
@@ -154,7 +173,8 @@ def render_page(
         width_pt, height_pt = page.get_size()
         try:
             plan = plan_render(
-                width_pt, height_pt, target_longest_dim=target_longest_dim, max_pixels=max_pixels
+                width_pt, height_pt, target_longest_dim=target_longest_dim, max_pixels=max_pixels,
+                dpi=dpi, target_shortest_dim=target_shortest_dim,
             )
         except ValueError as exc:
             raise CorruptPdfError(f"page {page_index} has an unusable size: {exc}") from exc
@@ -170,7 +190,10 @@ def render_page(
             bitmap.close()
     finally:
         page.close()
-    return RenderedPage(png=png, width=width, height=height)
+    if rotation in (90, 270):
+        width_pt, height_pt = height_pt, width_pt
+    return RenderedPage(png=png, width=width, height=height, width_pt=width_pt,
+                        height_pt=height_pt)
 
 
 def page_text(pdf: OpenPdf, page_index: int) -> str:
@@ -240,6 +263,8 @@ def render_page_png(
     rotation: int = 0,
     password: str | None = None,
     max_pixels: int = DEFAULT_MAX_PIXELS,
+    dpi: float | None = None,
+    target_shortest_dim: int | None = None,
 ) -> RenderedPage:
     """`render_page` on a PDF opened for this call only. Raises the InputErrors of
     `open_pdf` or CorruptPdfError; not thread-safe."""
@@ -249,7 +274,8 @@ def render_page_png(
         raise ValueError(f"page_index must be >= 0, got {page_index}")
     with open_pdf(data, password=password) as pdf:
         return render_page(pdf, page_index, target_longest_dim=target_longest_dim,
-                           rotation=rotation, max_pixels=max_pixels)
+                           rotation=rotation, max_pixels=max_pixels, dpi=dpi,
+                           target_shortest_dim=target_shortest_dim)
 
 
 def extract_page_text(data: PdfInput, page_index: int, *, password: str | None = None) -> str:

@@ -34,9 +34,12 @@ READY = "ready"
 class Worker:
     """The documents this process holds open and the operations on them."""
 
-    def __init__(self, *, target_longest_dim: int, max_pixels: int) -> None:
+    def __init__(self, *, target_longest_dim: int, max_pixels: int, dpi: float | None = None,
+                 target_shortest_dim: int | None = None) -> None:
         self.target_longest_dim = target_longest_dim
         self.max_pixels = max_pixels
+        self.dpi = dpi
+        self.target_shortest_dim = target_shortest_dim
         self.docs: dict[str, OpenPdf] = {}
 
     def handle(self, request: Request) -> Reply:
@@ -74,7 +77,8 @@ class Worker:
         doc = self.document(request)
         if request.op == "render":
             return render_page(doc, request.page, target_longest_dim=self.target_longest_dim,
-                               rotation=request.rotation, max_pixels=self.max_pixels)
+                               rotation=request.rotation, max_pixels=self.max_pixels,
+                               dpi=self.dpi, target_shortest_dim=self.target_shortest_dim)
         if request.op == "text":
             if not request.use_pdfium:
                 return _pypdf_text(doc, request.page)
@@ -163,6 +167,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--target-longest-dim", type=int, required=True)
     p.add_argument("--max-pixels", type=int, required=True)
     p.add_argument("--memory-limit-mb", type=int, default=0)
+    p.add_argument("--dpi", type=float, default=None)
+    p.add_argument("--target-shortest-dim", type=int, default=None)
     return p.parse_args(argv)
 
 
@@ -175,7 +181,8 @@ def main(
     logging.basicConfig(level=logging.WARNING, format="pagegate render worker: %(message)s")
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     limit_memory(args.memory_limit_mb)
-    worker = Worker(target_longest_dim=args.target_longest_dim, max_pixels=args.max_pixels)
+    worker = Worker(target_longest_dim=args.target_longest_dim, max_pixels=args.max_pixels,
+                    dpi=args.dpi, target_shortest_dim=args.target_shortest_dim)
     with contextlib.suppress(BrokenPipeError, KeyboardInterrupt):  # the pool went away
         serve(sys.stdin.buffer, replies, worker, before)
     return 0

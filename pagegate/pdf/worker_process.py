@@ -40,6 +40,8 @@ class PoolSettings:
     memory_limit_mb: int | None = 1024         # RLIMIT_AS per worker; None: no limit
     target_longest_dim: int = 1288
     max_pixels: int = DEFAULT_MAX_PIXELS
+    dpi: float | None = None                   # a model profile's image rule instead of the longest side
+    target_shortest_dim: int | None = None
     docs_per_worker: int = 4
     max_losses: int = 2                        # worker deaths on one document before it is marked
 

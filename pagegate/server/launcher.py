@@ -37,7 +37,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pagegate.clock import Clock, MonotonicClock
 from pagegate.errors import ServerLaunchError
-from pagegate.server.settings import VllmSettings, queue_cap, vllm_argv, vllm_env
+from pagegate.server.settings import (
+    VllmSettings,
+    queue_cap,
+    vllm_argv,
+    vllm_env,
+    with_profile_args,
+)
 from pagegate.vlm.chat import build_chat_request
 from pagegate.vlm.profiles import get_profile
 
@@ -114,10 +120,10 @@ class VllmLauncher:
         stop_timeout_seconds: float = 10.0,
         probe_timeout_seconds: float = 10.0,
     ) -> None:
-        self.settings = settings
+        self._profile = get_profile(profile)
+        self.settings = with_profile_args(settings, self._profile.serve_args)
         self._http = http
         self._clock: Clock = clock or MonotonicClock()
-        self._profile = get_profile(profile)
         self._ready_timeout = ready_timeout_seconds
         self._stop_timeout = stop_timeout_seconds
         self._probe_timeout = probe_timeout_seconds

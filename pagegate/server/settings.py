@@ -19,7 +19,7 @@ from __future__ import annotations
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 DEFAULT_COMMAND = "vllm serve {model}"
 MODEL_PLACEHOLDER = "{model}"
@@ -176,3 +176,27 @@ def vllm_argv(settings: VllmSettings, *, interpreter: str = sys.executable) -> l
         if value is not None and value != "":
             argv += [flag, str(value)]
     return argv + list(settings.extra_args)
+
+
+def with_profile_args(settings: VllmSettings, serve_args: Sequence[str]) -> VllmSettings:
+    """`settings` with a model profile's `vllm serve` flags added to its extra arguments.
+
+    Only a command that serves a model (`{model}` in it: vLLM itself) gets them; a stand-in
+    such as the simulator does not take vLLM's model flags. A flag the command or the
+    extra arguments already give is the user's and is left as it is. `serve_args` is a
+    flat argv: a flag, then its value when the next word is not a flag.
+    """
+    if MODEL_PLACEHOLDER not in shlex.split(settings.command):
+        return settings
+    words = [*shlex.split(settings.command), *settings.extra_args]
+    given = {w.split("=", 1)[0].replace("_", "-") for w in words if w.startswith("--")}
+    added: list[str] = []
+    i = 0
+    while i < len(serve_args):
+        flag = serve_args[i]
+        has_value = i + 1 < len(serve_args) and not serve_args[i + 1].startswith("--")
+        group = list(serve_args[i:i + 2] if has_value else serve_args[i:i + 1])
+        if flag.split("=", 1)[0].replace("_", "-") not in given:
+            added += group
+        i += len(group)
+    return replace(settings, extra_args=(*added, *settings.extra_args))

@@ -14,8 +14,10 @@ from __future__ import annotations
 import dataclasses
 
 from pagegate.sim.family import FamilyEngine, family
+from pagegate.sim.model_engines import MODEL_ENGINES, PAGE_PX
 from pagegate.sim.profiles import PROFILES, ServerProfile
-from pagegate.sim.workload import OUTPUT_MEAN_TOKENS
+from pagegate.sim.virtual import Workload
+from pagegate.sim.workload import LETTER_PAGE_PX, OUTPUT_MEAN_TOKENS
 
 NAMED_PAGES = {
     "rtx4090": 1200,
@@ -24,14 +26,23 @@ NAMED_PAGES = {
     "h100-dp8": 3000,
     "ci": 800,
     "vllm-cpu": 800,
+    "h100-chandra-2": 600,
+    "h100-dots-mocr": 1500,
+    "h100-deepseek-ocr": 4500,
+    "h100-nanonets-ocr2": 2300,
+    "h100-granite-docling": 4900,
+    "h100-qwen3-vl": 2900,
 }
-"""Pages per named profile: 8-20 x the pages the best closed loop keeps in flight."""
+"""Pages per named profile: 8-20 x the pages the best closed loop keeps in flight (the
+h100-<model> engines: pagegate/sim/model_engines.py)."""
 VLLM_CPU_REPLY_TOKENS = 64
 """scripts/vllm-cpu-env's --override-generation-config max_new_tokens."""
 
 
 def named_engine(name: str) -> ServerProfile:
     """The named profile as the virtual page path runs it (module docstring)."""
+    if name in MODEL_ENGINES:
+        return MODEL_ENGINES[name]
     profile = PROFILES[name]
     if name == "vllm-cpu":
         return dataclasses.replace(profile, max_new_tokens=None,
@@ -39,9 +50,15 @@ def named_engine(name: str) -> ServerProfile:
     return profile
 
 
+def named_workload(name: str, seed: int = 0) -> Workload:
+    """The named profile's pages, each the size its model's image rule gives."""
+    return Workload(NAMED_PAGES[name], seed=seed, page_px=PAGE_PX.get(name, LETTER_PAGE_PX))
+
+
 def family_pages(engine: FamilyEngine) -> int:
     """A family engine's workload: 8 x its slots, within 400 ... 3,000 pages."""
     return max(400, min(3000, 8 * engine.slots))
 
 
-__all__ = ["NAMED_PAGES", "FamilyEngine", "family", "family_pages", "named_engine"]
+__all__ = ["NAMED_PAGES", "FamilyEngine", "family", "family_pages", "named_engine",
+           "named_workload"]

@@ -41,8 +41,14 @@ from pagegate.sim.config import SimConfig
 from pagegate.sim.driver import SimEngine
 from pagegate.sim.measure import Metered
 from pagegate.sim.profiles import ServerProfile
-from pagegate.sim.synthetic import SyntheticGroup, SyntheticRenderer, synthetic_groups
+from pagegate.sim.synthetic import (
+    SyntheticGroup,
+    SyntheticRenderer,
+    blank_page_png,
+    synthetic_groups,
+)
 from pagegate.sim.transport import SimTransport
+from pagegate.sim.workload import LETTER_PAGE_PX
 from pagegate.vlm.profiles import DEFAULT_PROFILE, get_profile
 
 SERVER = "http://sim.invalid"
@@ -63,6 +69,7 @@ class Workload:
     pages: int
     group_pages: int = 500
     seed: int = 0
+    page_px: tuple[int, int] = LETTER_PAGE_PX  # each page image's size (sim/model_engines.py)
 
     def groups(self) -> list[SyntheticGroup]:
         return synthetic_groups(self.pages, self.group_pages)
@@ -253,7 +260,7 @@ async def _run(
     config = SimConfig(seed=workload.seed)
     world = World(profile, config, clock)
     groups = workload.groups()
-    renderer = SyntheticRenderer()
+    renderer = SyntheticRenderer(blank_page_png(*workload.page_px))
     done_at: list[float] = []
     trace: list[tuple[float, int, int, float, int, float | None]] = []
     stats = RunStats(started_at=clock.now())

@@ -38,7 +38,7 @@ from pagegate.ocr.attempts import AttemptPlan
 from pagegate.sim.chat import parse_chat_body
 from pagegate.sim.node import NodeModel
 from pagegate.sim.profiles import ServerProfile
-from pagegate.sim.synthetic import SyntheticRenderer
+from pagegate.sim.synthetic import SyntheticRenderer, blank_page_png
 from pagegate.sim.virtual import Workload
 from pagegate.sim.workload import output_tokens, prompt_tokens
 from pagegate.vlm.chat import build_chat_request
@@ -84,7 +84,7 @@ def page_costs(
     (its output scale; a page cut off at max_tokens is sampled anew)."""
     profile = get_profile(DEFAULT_PROFILE)
     temperature = AttemptPlan.start(profile, RunConfig.max_page_retries).current.temperature
-    renderer = SyntheticRenderer()
+    renderer = SyntheticRenderer(blank_page_png(*workload.page_px))
     costs: list[PageCost] = []
     for group in workload.groups():
         data = group.document.source.data or b""

@@ -2,23 +2,28 @@
 
 Pure functions only; the HTTP client (pagegate.ocr.client) hands us parsed JSON.
 
-Request (allenai/olmocr `pipeline.build_page_query`): one user message whose content
-is the prompt text *followed by* the page image, so every request shares the same
-token prefix and vLLM's prefix cache can reuse it (olmocr commit 897668d). The reply
-text inside the response is parsed by pagegate.vlm.reply.
+Request: one user message with the prompt text and the page image, in the order the
+profile's model was trained on. olmOCR (allenai/olmocr `pipeline.build_page_query`) puts
+the prompt first, so every request shares the same token prefix and vLLM's prefix cache
+can reuse it (olmocr commit 897668d); the other models' clients put the image first.
+A profile may add a system message, top_p and vLLM's own fields (`skip_special_tokens`,
+`vllm_xargs`, `stop`). The reply text is parsed by its format's parser
+(pagegate.vlm.formats).
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pagegate.errors import ReplyParseError
+from pagegate.vlm.formats import ImageSize, parse_reply
 from pagegate.vlm.profiles import ModelProfile
-from pagegate.vlm.reply import PageReply, parse_reply_text
+from pagegate.vlm.reply import PageReply
 
 
 @dataclass(frozen=True)
@@ -35,27 +40,31 @@ class Usage:
 
 
 def build_chat_request(
-    profile: ModelProfile, *, model: str, image_png: bytes, temperature: float
+    profile: ModelProfile, *, model: str, image_png: bytes, temperature: float, attempt: int = 0
 ) -> dict[str, Any]:
-    """The `/v1/chat/completions` body for one page, shaped as olmOCR sends it."""
+    """The `/v1/chat/completions` body for one page, shaped as the profile's model expects."""
     if not math.isfinite(temperature) or temperature < 0:
         raise ValueError(f"temperature must be finite and >= 0, not {temperature!r}")
     image_b64 = base64.b64encode(image_png).decode("ascii")
-    return {
+    text = {"type": "text", "text": profile.prompt}
+    image = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image_b64}"}}
+    messages: list[dict[str, Any]] = []
+    if profile.system_prompt is not None:
+        messages.append({"role": "system", "content": profile.system_prompt})
+    messages.append(
+        {"role": "user", "content": [image, text] if profile.image_first else [text, image]}
+    )
+    body: dict[str, Any] = {
         "model": model,
-        "messages": [
-            {
-                "role": "user",
-                "content": [
-                    {"type": "text", "text": profile.prompt},
-                    {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image_b64}"}},
-                ],
-            }
-        ],
+        "messages": messages,
         "max_tokens": profile.max_tokens,
         "temperature": temperature,
     }
-
+    top_p = profile.top_p_for(attempt)
+    if top_p is not None:
+        body["top_p"] = top_p
+    body.update(copy.deepcopy(dict(profile.extra_fields)))
+    return body
 
 
 def usage_of(body: Mapping[str, Any]) -> Usage:
@@ -70,8 +79,13 @@ def _count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def parse_chat_response(profile: ModelProfile, body: Mapping[str, Any]) -> tuple[PageReply, Usage]:
+def parse_chat_response(
+    profile: ModelProfile, body: Mapping[str, Any], image_size: ImageSize = (1, 1)
+) -> tuple[PageReply, Usage]:
     """The page reply and usage of a 200 response, or `ReplyParseError` if unusable.
+
+    `image_size` is the sent image's (width, height): models that give boxes in its
+    pixels need it to express them as fractions of the page.
 
     Unusable, as in olmOCR's `process_page`: finish_reason other than "stop" (a
     "length" stop is a truncated page), or more tokens than the model's context.
@@ -104,7 +118,7 @@ def parse_chat_response(profile: ModelProfile, body: Mapping[str, Any]) -> tuple
     content = message.get("content")
     if not isinstance(content, str):
         raise ReplyParseError("choices[0].message.content is not a string")
-    return parse_reply_text(content), usage
+    return parse_reply(profile, content, image_size), usage
 
 
 def _declared_total(body: Mapping[str, Any], usage: Usage) -> int:

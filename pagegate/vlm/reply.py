@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import yaml
 
 from pagegate.errors import ReplyParseError
+from pagegate.vlm.layout import LayoutBlock
 
 ROTATIONS = frozenset({0, 90, 180, 270})
 FIELDS = ("primary_language", "is_rotation_valid", "rotation_correction", "is_table", "is_diagram")
@@ -66,6 +67,8 @@ class PageReply:
     is_table: bool
     is_diagram: bool
     text: str
+    blocks: tuple[LayoutBlock, ...] = ()
+    """Where the model put each block, for models that give layout (pagegate.vlm.layout)."""
 
     def __post_init__(self) -> None:
         if self.primary_language is not None and (
@@ -81,6 +84,11 @@ class PageReply:
         if not isinstance(self.text, str):
             raise TypeError("text must be a str")
 
+
+def plain_reply(text: str, blocks: tuple[LayoutBlock, ...] = ()) -> PageReply:
+    """A reply from a model that says nothing about rotation or content kinds: the values
+    olmOCR gives a fallback page (no language, rotation valid, 0, no table, no diagram)."""
+    return PageReply(None, True, 0, False, False, text, blocks)
 
 
 def format_reply_text(reply: PageReply) -> str:
