@@ -139,6 +139,8 @@ PARTS: tuple[Part, ...] = (
          patches=((f"{POLICY}._limit", "_kv_room", _returns(None)),)),
     Part("taking-in", "a queue above the band is cut even while the engine takes it in",
          patches=((f"{POLICY}._limit", "_taking_in", _returns(False)),)),
+    Part("regrow", "no doubling when C is far below the peak after slow start",
+         patches=((f"{POLICY}._limit", "_far_below_peak", _returns(False)),)),
     Part("slow-start-bound", "no L pages per page back where the KV room is not known",
          tuning={"slow_start_per_completion": BIG}),
     Part("additive-share", "after slow start C grows by one page a reading, not 5 %",

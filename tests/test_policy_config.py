@@ -13,7 +13,7 @@ from pagegate.admission.policy import GateConfig, GateTuning
     "tuning",
     [
         GateTuning(excess_cut_share=0.0),
-        GateTuning(excess_cut_share=1.5),
+        GateTuning(far_below_share=1.5),
         GateTuning(kv_signal_floor=1.0),
         GateTuning(slow_start_per_completion=0.5),
         GateTuning(pace_gain=0.5),

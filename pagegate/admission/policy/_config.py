@@ -17,6 +17,8 @@ class GateTuning(NamedTuple):
 
     smoothing_polls: float = 3.0              # the front end's and the recent drain's window
     waiting_band_min: float = 2.0             # the band's floor, in requests
+    far_below_share: float = 0.5              # C under this share of the peak regrows as in
+                                              # slow start
     excess_cut_share: float = 0.5             # a queue cut takes this share of the excess
     additive_growth_fraction: float = 0.05    # C's growth after slow start, per reading
     slow_start_per_completion: float = 2.0    # slow start's step per page back without KV room
@@ -28,7 +30,7 @@ class GateTuning(NamedTuple):
     def problems(self) -> list[str]:
         """What is inconsistent in these constants (empty when nothing is)."""
         below_one = ("kv_signal_floor", "preemption_backoff")
-        up_to_one = ("excess_cut_share",)
+        up_to_one = ("far_below_share", "excess_cut_share")
         positive = ("smoothing_polls", "pace_min_rate")
         at_least = {"waiting_band_min": 0.0, "additive_growth_fraction": 0.0, "slow_start_per_completion": 1.0,
                     "pace_gain": 1.0}

@@ -44,7 +44,7 @@ def waiting_band(drain: float, transit: float, config: GateConfig) -> float:
 
 
 def update(
-    c: Concurrency, reading: Reading, *, queue: float, in_flight: int,
+    c: Concurrency, reading: Reading, *, queue: float, peak: float, in_flight: int,
     preempted: bool, drain: float, transit: float, latency: float | None, config: GateConfig,
 ) -> Concurrency:
     """C on a usable reading; n = in flight, q = queue, band as `waiting_band` (0 while KV
@@ -55,7 +55,7 @@ def update(
     PREEMPTED   a preemption:         C' = min(C, floor(preemption_backoff x n)), slow start ends
     ABOVE_BAND  q > band, not taking in: C' = min(C, n - ceil(excess_cut_share x (q - band))),
                                       slow start ends
-    SLOW_START  q < band, acked > 0, in slow start:
+    SLOW_START  q < band, acked > 0, in slow start or C < far_below_share x peak:
                                       C' = C + min(C, KV room, or slow_start_per_completion x acked
                                                    where KV use < kv_signal_floor)
     ADDITIVE    q < band, acked > 0:  C' = C + min(acked, max(1, ceil(additive_growth_fraction x C)))
@@ -77,7 +77,7 @@ def update(
         excess = math.ceil((queue - band) * tuning.excess_cut_share)
         limit, slow_start, case = min(limit, in_flight - excess), False, Case.ABOVE_BAND
     elif queue < band and acked > 0:
-        if slow_start:
+        if slow_start or _far_below_peak(limit, peak, config):
             room = _kv_room(reading, config)
             if room is None:
                 room = math.floor(acked * tuning.slow_start_per_completion + FLOAT_SLACK)
@@ -96,6 +96,10 @@ def update(
 def _taking_in(reading: Reading, running_seen: int, config: GateConfig) -> bool:
     """The engine is taking its queue in: running grew, and the cache has room."""
     return reading.running > running_seen and reading.kv_usage <= config.kv_cache_ceiling
+
+
+def _far_below_peak(limit: int, peak: float, config: GateConfig) -> bool:
+    return limit < peak * config.tuning.far_below_share
 
 
 def _first_estimate(c: Concurrency, reading: Reading, config: GateConfig) -> Concurrency:

@@ -178,7 +178,7 @@ def _observe(state: GateState, scrape: Scraped, config: GateConfig) -> GateState
     if not _signals.usable(seen, config):
         return state  # C stays frozen
     return replace(state, concurrency=_limit.update(
-        state.concurrency, reading, queue=seen.queue, in_flight=state.in_flight,
+        state.concurrency, reading, queue=seen.queue, peak=seen.peak, in_flight=state.in_flight,
         preempted=preempted, drain=_rates.drain(rates), transit=_frontend.transit(front, config),
         latency=_rates.mean_latency(rates), config=config))
 
