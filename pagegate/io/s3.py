@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 from pagegate.errors import DownloadError, StorageError
@@ -300,3 +300,20 @@ def s3_get(client: S3Client, bucket: str, key: str) -> bytes:
 
 
 # --------------------------------------------------------------------------- entry points
+
+
+def s3_download(client: S3Client, bucket: str, key: str, file: IO[bytes]) -> None:
+    """Stream one object into `file` (never whole in memory); DownloadError as s3_get."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    uri = f"{S3_SCHEME}{bucket}/{key}"
+    if not key or key.endswith("/"):
+        raise DownloadError(f"s3 URI names no object: {uri!r}", source=uri)
+    try:
+        client.download_fileobj(bucket, key, file)
+    except ClientError as exc:
+        code = s3_code(exc)
+        raise DownloadError(f"cannot read {uri}: {code}", source=uri, code=code) from exc
+    except BotoCoreError as exc:
+        code = type(exc).__name__
+        raise DownloadError(f"cannot read {uri}: {exc}", source=uri, code=code) from exc

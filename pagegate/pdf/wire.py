@@ -45,7 +45,7 @@ class PdfSource:
 
 @dataclass(frozen=True)
 class Request:
-    """One operation: "inspect", "render", "text" or "stats".
+    """One operation: "count", "inspect", "render", "text" or "stats".
 
     `source` is sent only when the worker does not have the document open yet; `evict`
     lists documents it should close first (the pool decides, so both sides agree).

@@ -59,6 +59,8 @@ class Worker:
     def _run(self, request: Request) -> Any:
         if request.op == "stats":
             return {"maxrss_kb": peak_rss_kb(), "open_documents": len(self.docs)}
+        if request.op == "count":
+            return _count(_required(request.source), request.password)
         if request.op == "inspect":
             self._close(request.key)
             source = _required(request.source)
@@ -110,6 +112,12 @@ def peak_rss_kb() -> int:
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def _count(source: PdfSource, password: str | None) -> int:
+    """Pages of a document opened only to count them: nothing stays open afterwards."""
+    with open_pdf(_input(source), password=password, source=source.key) as doc:
+        return doc.page_count
 
 
 def _pypdf_text(doc: OpenPdf, page: int) -> str:
