@@ -141,8 +141,7 @@ class RunMonitor:
         return take_sample(self.ctx.stats, self.plan, snapshot, self.ctx.clock.now())
 
     def group_finished(self, group: Group, outcome: GroupOutcome) -> None:
-        ocr_pages = sum(p.pages for p in outcome.pdfs if p.status == "ok")
-        self.plan.group_finished(group.pages, ocr_pages)
+        self.plan.group_finished(group.pages, outcome.ok_pages)
 
     async def finish(self, totals: RunTotals, elapsed_seconds: float) -> RunReport:
         """Publish the final sample, then save the chart and the run record."""
