@@ -3,6 +3,7 @@ committed PDF."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from dataclasses import asdict
@@ -39,3 +40,11 @@ def test_the_run_process_imports_no_pdf_library_and_no_prefect_server() -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_run_chart_comes_from_a_child_process() -> None:
+    from pagegate.report.chart import draw_run_chart
+    from tests.test_progress import sample
+
+    png = asyncio.run(draw_run_chart([sample(0, 0), sample(1, 5, releases=2)], title="t"))
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
