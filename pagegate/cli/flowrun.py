@@ -17,6 +17,7 @@ from types import FrameType
 from typing import Any
 
 from pagegate.errors import RunInterrupted
+from pagegate.heap import bound_heap
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -77,6 +78,7 @@ def prefect_env() -> None:
     pypdf warns about every repair it makes on a damaged file; the failure ledger already
     records what matters, so only its errors reach the log.
     """
+    bound_heap()  # before Prefect's threads start (pagegate/heap.py)
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "pagegate")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     logging.getLogger("pypdf").setLevel(logging.ERROR)

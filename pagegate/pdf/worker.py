@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from pagegate.errors import InputError
+from pagegate.heap import bound_heap
 from pagegate.pdf.document import OpenPdf, open_pdf
 from pagegate.pdf.reader import check_page_count, page_text, render_page
 from pagegate.pdf.wire import PdfSource, Reply, Request, read_message, write_message
@@ -183,6 +184,7 @@ def main(
     logging.basicConfig(level=logging.WARNING, format="pagegate render worker: %(message)s")
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     limit_memory(args.memory_limit_mb)
+    bound_heap()  # bitmaps and PNGs come and go page after page
     worker = Worker(target_longest_dim=args.target_longest_dim, max_pixels=args.max_pixels)
     with contextlib.suppress(BrokenPipeError, KeyboardInterrupt):  # the pool went away
         serve(sys.stdin.buffer, replies, worker, before)
