@@ -38,7 +38,9 @@ def test_a_pdf_that_hangs_the_counter_and_one_that_eats_memory_cost_only_their_o
         "d.pdf": samples.text_pdf(2, seed=4),
         "e-garbage.pdf": b"<html>not a pdf</html>",
     })
-    settings = CountSettings(workers=2, timeout_seconds=2.0, memory_limit_mb=1024)
+    # A worker maps ~210 MB before it reads a file: 384 MB stops the bomb within ~170 MB
+    # of writes, so it dies of its limit well before the 3 s that end the hang.
+    settings = CountSettings(workers=2, timeout_seconds=3.0, memory_limit_mb=384)
     with PageCounter(settings, command=FAULT_WORKER) as counter:
         plan = plan_pending([str(tmp_path / "in")], workspace=None, pages_per_group=1,
                             s3_client=None, counting=counter)
