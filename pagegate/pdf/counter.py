@@ -85,7 +85,12 @@ class _CountProcess:
             self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE)
             self.started += 1
-            self._read(max(timeout, 120.0))  # "ready", after the imports
+            try:  # "ready", after the imports: no file is involved yet
+                ready = self._read(max(timeout, 120.0))
+            except _Lost as lost:
+                raise RuntimeError(f"a counting worker did not start ({lost.kind})") from None
+            if ready.error is not None:
+                raise RuntimeError(f"a counting worker did not start: {ready.message}")
         assert self.proc.stdin is not None
         try:
             self.proc.stdin.write(encode(request))
