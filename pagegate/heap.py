@@ -7,9 +7,9 @@ free, but only below its *dynamic* mmap threshold: the first such block freed ra
 threshold to its size (up to 32 MB), and from then on these buffers come from the heap,
 whose free space is seldom returned to the system. With several threads (the to_thread
 pool, the planner's readers) each gets an arena of its own, up to eight per core. On
-`bench.memory --tree 1000` the run process then climbed from ~160 to ~270 MB and stayed
+`bench.memory --tree 1000` the run process then climbs from ~160 to ~270 MB and stays
 there, with ~15 MB of live Python objects; with the threshold pinned at 128 KiB and two
-arenas it stayed between 145 and 170 MB.
+arenas it stays between 145 and 170 MB.
 
 `bound_heap()` sets both (mallopt M_MMAP_THRESHOLD, which also turns the dynamic
 adjustment off, and M_ARENA_MAX), the same as MALLOC_MMAP_THRESHOLD_=131072 and

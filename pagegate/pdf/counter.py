@@ -1,10 +1,10 @@
 """Count pages in worker processes, from blocking code: what planning uses.
 
-Planning counts every listed PDF before the first group starts. Parsing them in the run's
-own process cost it hundreds of MB on real-world files (pypdf's object tree of a large
-file, the whole file's bytes, glibc keeping the freed heap), and a file that sends the
-parser into a loop stalls a thread that nothing can stop, so the plan of a whole job
-never finishes. Here each count runs in a render worker process (pagegate.pdf.worker, op
+Planning counts every listed PDF before the first group starts. Parsed in the run's own
+process, real-world files cost it hundreds of MB (pypdf's object tree of a large file,
+the whole file's bytes, glibc keeping the freed heap), and a file that sends the parser
+into a loop stalls a thread that nothing can stop, so the plan of a whole job never
+finishes. Here each count runs in a render worker process (pagegate.pdf.worker, op
 "count": pdfium, else pypdf, as the run opens it; nothing stays open): a count that
 outlives `timeout_seconds` gets its worker killed, and `memory_limit_mb` (RLIMIT_AS) ends
 one that grows without bound. Either way the answer is None, and the file costs only its
