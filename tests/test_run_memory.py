@@ -4,11 +4,17 @@ committed PDF."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import subprocess
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from pagegate import samples
 from pagegate.ocr.outcomes import GroupOutcome, PdfOutcome, RunTotals
 
 
@@ -48,3 +54,29 @@ def test_the_run_chart_comes_from_a_child_process() -> None:
 
     png = asyncio.run(draw_run_chart([sample(0, 0), sample(1, 5, releases=2)], title="t"))
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
+
+
+@pytest.mark.slow
+def test_a_run_without_a_prefect_server_starts_and_stops_its_own(
+    tmp_path: Path, start_sim: Any
+) -> None:
+    """No PREFECT_API_URL: the run starts the temporary server itself, records the flow
+    run there, sends its last logs before stopping it, and exits cleanly."""
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "a.pdf").write_bytes(samples.text_pdf(2))
+    sim = start_sim(profile="ci", time_scale=20.0)
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"),
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env.pop("PREFECT_API_URL", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pagegate.cli", "run", str(src), "--workspace",
+         str(tmp_path / "ws"), "--server", sim.base_url, "--json"],
+        cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert (summary["pdfs_ok"], summary["pages"]) == (1, 2)
+    assert "Error logging to API" not in proc.stderr  # nothing sent after the server stopped
+    assert (tmp_path / "prefect" / "prefect.db").exists()  # the run was recorded there
