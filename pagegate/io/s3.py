@@ -7,7 +7,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from pagegate.errors import DownloadError, StorageError
@@ -325,27 +325,3 @@ def s3_get(client: S3Client, bucket: str, key: str) -> bytes:
 
 # --------------------------------------------------------------------------- entry points
 
-
-def s3_download(client: S3Client, bucket: str, key: str, file: IO[bytes]) -> None:
-    """Stream one object into `file` (never whole in memory); DownloadError as s3_get.
-
-    A plain GetObject read in 1 MiB chunks: boto3's download_fileobj would add a
-    HeadObject (whose errors carry no code) and a thread pool for a file this size."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    uri = f"{S3_SCHEME}{bucket}/{key}"
-    if not key or key.endswith("/"):
-        raise DownloadError(f"s3 URI names no object: {uri!r}", source=uri)
-    try:
-        body = client.get_object(Bucket=bucket, Key=key)["Body"]
-        try:
-            for chunk in body.iter_chunks(1 << 20):
-                file.write(chunk)
-        finally:
-            body.close()
-    except ClientError as exc:
-        code = s3_code(exc)
-        raise DownloadError(f"cannot read {uri}: {code}", source=uri, code=code) from exc
-    except BotoCoreError as exc:
-        code = type(exc).__name__
-        raise DownloadError(f"cannot read {uri}: {exc}", source=uri, code=code) from exc

@@ -18,7 +18,7 @@ import tempfile
 from typing import Any
 
 from pagegate.errors import InputError
-from pagegate.io.s3 import s3_download
+from pagegate.io.storage import s3_download
 from pagegate.io.store import S3_SCHEME, split_s3_uri
 from pagegate.pdf.counter import PageCounter
 from pagegate.pdf.wire import PdfSource
