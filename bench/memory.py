@@ -16,6 +16,13 @@ process's peak resident set, belongs to that scenario alone) and prints a table:
               and at 20 workers with a 16 MB one;
 - scans:      one group of `--scan-pdfs` scan-like PDFs (10 noisy JPEG pages each, ~8 MB).
 
+`--tree N` measures instead a whole `pagegate run` as a user starts it, on N real-world-like
+PDFs (bench.realworld: 300 dpi scans, thousands of small objects, deep page trees, many
+pages, embedded fonts, broken xref tables), against the simulator, with Prefect's
+temporary server: the peak RSS of the run process, of each render and counting worker,
+of the Prefect server, and of the whole tree at once (bench.proctree samples /proc; the
+simulator stands in for vLLM and is not counted).
+
 Peak RSS is the run's own process (`ru_maxrss`); the render workers are processes of
 their own, reported beside it (`worker_peak_mb`, the largest; there are `render_workers`
 of them, default one per core).
@@ -32,6 +39,7 @@ import argparse
 import asyncio
 import io
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -46,6 +54,8 @@ from reportlab.lib.pagesizes import letter
 from reportlab.lib.utils import ImageReader
 from reportlab.pdfgen.canvas import Canvas
 
+from bench.proctree import TreeSampler
+from bench.realworld import write_drop
 from bench.render import realistic_pdf
 from pagegate import samples
 from pagegate.admission.base import FixedLimit
@@ -139,6 +149,43 @@ def write_scan(path: str) -> None:
     Path(path).write_bytes(_scan_pdf(10))
 
 
+def run_tree(count: int, pages_per_group: int, time_scale: float,
+             extra: list[str]) -> dict[str, Any]:
+    """One `pagegate run` over `count` generated PDFs, its process tree sampled."""
+    with tempfile.TemporaryDirectory(prefix="pagegate-tree-") as tmp:
+        root = Path(tmp)
+        kinds = write_drop(root / "in", count)
+        env = {**os.environ, "PREFECT_HOME": str(root / "prefect"),
+               "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
+        env.pop("PREFECT_API_URL", None)  # Prefect starts its temporary server
+        command = [sys.executable, "-m", "pagegate.cli", "run", str(root / "in"),
+                   "--workspace", str(root / "ws"), "--pages-per-group", str(pages_per_group),
+                   "--json", *extra]
+        with SimProcess(profile="ci", extra_args=("--time-scale", str(time_scale))) as sim:
+            started = time.monotonic()
+            with (open(root / "log", "wb") as log,
+                  subprocess.Popen([*command, "--server", sim.base_url], env=env,
+                                   stdout=subprocess.PIPE, stderr=log) as proc,
+                  TreeSampler(proc.pid) as sampler):
+                out, _ = proc.communicate()
+            seconds = time.monotonic() - started
+        if proc.returncode not in (0, 1):
+            raise RuntimeError(f"pagegate run exited {proc.returncode}: "
+                               f"{(root / 'log').read_text()[-2000:]}")
+        text = out.decode()
+        summary = json.loads(text[text.index("{"):])
+    peaks = sampler.result.by_role()
+    return {"pdfs": count, "kinds": kinds, "pdfs_ok": summary.get("pdfs_ok"),
+            "pdfs_failed": summary.get("pdfs_failed"), "pages": summary.get("pages"),
+            "seconds": round(seconds), "run_mb": max(peaks.get("run", [0.0])),
+            "render_worker_mb": peaks.get("render worker", []),
+            "count_worker_mb": max(peaks.get("count worker", [0.0])),
+            "count_workers": len(peaks.get("count worker", [])),
+            "prefect_server_mb": peaks.get("prefect server", []),
+            "other_mb": peaks.get("other", []),
+            "tree_mb": round(sampler.result.tree_peak_kb / 1024, 1)}
+
+
 def run_scenario(name: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     """One scenario in this process; returns its figures."""
     uris: list[str] = []
@@ -200,12 +247,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--scan-pdfs", type=int, default=40)
     p.add_argument("--drop", choices=("small", "mixed"), default="small",
                    help="the run's PDFs (see _drop)")
+    p.add_argument("--tree", type=int, metavar="N",
+                   help="measure a whole `pagegate run` over N real-world-like PDFs")
+    p.add_argument("--tree-arg", action="append", default=[],
+                   help="an extra `pagegate run` argument for --tree (repeatable)")
     p.add_argument("--only", choices=SCENARIOS, nargs="+", help="run just these scenarios")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.tree:
+        row = run_tree(args.tree, args.pages_per_group, args.time_scale, args.tree_arg)
+        print(json.dumps(row))
+        return 0
     if args.scenario:
         with tempfile.TemporaryDirectory(prefix="pagegate-mem-") as tmp:
             figures = run_scenario(args.scenario, args, Path(tmp))

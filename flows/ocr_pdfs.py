@@ -34,6 +34,7 @@ from pagegate.admission.build import GateSettings, open_admission
 from pagegate.clock import MonotonicClock
 from pagegate.config import RunConfig
 from pagegate.errors import PreflightError
+from pagegate.heap import bound_heap, trim
 from pagegate.ocr.job import record_missing
 from pagegate.ocr.outcomes import GroupOutcome
 from pagegate.ocr.run import open_run_context, open_run_server
@@ -144,6 +145,7 @@ async def ocr_pdfs(
         layout: also write layout/<id>.jsonl, each page's blocks with boxes in PDF
             points (profiles that give layout; docs/models.md).
     """
+    bound_heap()  # large transient buffers pass through this process (pagegate/heap.py)
     params = RunParams(
         workspace=workspace, server_url=server_url, model=model,
         pages_per_group=pages_per_group, workers=workers,
@@ -272,6 +274,7 @@ async def _run_groups(
             outcome = await group_outcome(state, group)
         if on_done is not None:
             on_done(group, outcome)  # progress accounting (pagegate/report/monitor.py)
+        trim()  # a group's buffers are gone: hand their pages back (pagegate/heap.py)
         return outcome
 
     return await gather_settled(one(g) for g in groups)

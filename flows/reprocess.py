@@ -24,6 +24,7 @@ from pydantic import SecretStr
 from flows.ocr_pdfs import execute_plan
 from pagegate.config import RunConfig
 from pagegate.errors import PreflightError
+from pagegate.heap import bound_heap
 from pagegate.plan.reprocess import check_reasons
 from pagegate.report.summary import RunSummary
 from tasks.admission_block import AdmissionGate
@@ -85,6 +86,7 @@ async def reprocess(
         markdown, drop_on_page_errors: empty: as the workspace's last run recorded them.
         (the other parameters are those of `ocr-pdfs`)
     """
+    bound_heap()  # large transient buffers pass through this process (pagegate/heap.py)
     params = RunParams(
         workspace=workspace, server_url=server_url, model=model,
         pages_per_group=pages_per_group, workers=workers,

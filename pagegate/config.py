@@ -49,7 +49,7 @@ class RunConfig:
     server_urls: tuple[str, ...] = ()         # several servers (one gate each, a router); else server_url
     download_concurrency: int = 8             # PDFs being fetched and inspected at once (the run's)
     render_workers: int | None = None         # render worker processes; None: the cores this process may use
-    pdf_memory_budget_mb: int = 512           # PDF bytes held in memory at once; the rest wait or go to disk
+    pdf_memory_budget_mb: int = 64            # downloaded PDF bytes held in memory at once; the rest wait or go to disk
     spool_pdfs_over_mb: float = 32.0          # larger PDFs are opened from a file, never held in memory
     render_timeout_seconds: float = 120.0     # one page render or inspection (olmOCR gives pdftoppm 120 s)
     render_memory_limit_mb: int | None = 1024  # address-space limit of each render worker (RLIMIT_AS)

@@ -41,7 +41,7 @@ class FailedGroup:
 
     def __repr__(self) -> str:
         failed = len(self.outcome.failed)
-        return f"FailedGroup({self.outcome.group_id}: {failed} of {len(self.outcome.pdfs)} PDFs failed)"
+        return f"FailedGroup({self.outcome.group_id}: {failed} of {self.outcome.count} PDFs failed)"
 
 
 @task(
@@ -51,13 +51,14 @@ class FailedGroup:
     cache_key_fn=_group_key,
 )
 async def ocr_group(group: Group) -> GroupOutcome | State[Any]:
-    """OCR every PDF of one group through the run's shared admission gate."""
-    outcome = await process_group(current_run_context(), group)
+    """OCR every PDF of one group through the run's shared admission gate; the outcome
+    names only its failed and flagged PDFs (the rest are a tally, pagegate.ocr.outcomes)."""
+    outcome = (await process_group(current_run_context(), group)).compact()
     if outcome.failed:
         quiet_returned_failures()  # no bare "NoneType: None" under Prefect's line (tasks/task_log.py)
         names = named([p.uri for p in outcome.failed], shown=5)
         return Failed(
-            message=f"{len(outcome.failed)} of {len(outcome.pdfs)} PDF(s) failed: {names}",
+            message=f"{len(outcome.failed)} of {outcome.count} PDF(s) failed: {names}",
             data=FailedGroup(outcome),
         )
     return outcome

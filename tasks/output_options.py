@@ -11,13 +11,13 @@ from dataclasses import replace
 from typing import Any
 
 from pagegate.config import RunConfig
-from pagegate.io.s3 import make_s3_client
+from pagegate.io.s3 import LazyS3Client
 from pagegate.output.options import OutputOptions, settle_options
 from pagegate.output.workspace import Workspace
 
 
 def _workspace(config: RunConfig) -> Workspace:
-    client = make_s3_client(retry_mode=config.s3_retry_mode, credentials=config.s3_credentials)
+    client = LazyS3Client(retry_mode=config.s3_retry_mode, credentials=config.s3_credentials)
     return Workspace.open(config.workspace, s3_client=client)
 
 

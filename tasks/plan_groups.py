@@ -14,7 +14,7 @@ from prefect.context import TaskRunContext
 from pydantic import SecretStr
 
 from pagegate.config import RunConfig
-from pagegate.io.s3 import make_s3_client
+from pagegate.io.s3 import LazyS3Client
 from pagegate.output.workspace import Workspace
 from pagegate.plan.pending import PendingPlan, plan_pending, plan_uris
 from tasks.aws_credentials import load_s3_credentials
@@ -47,7 +47,7 @@ async def plan_pending_task(
     `aws_credentials` names a prefect-aws block (tasks/aws_credentials.py): the name is
     the parameter, so the secret itself is never a task input.
     """
-    s3_client = make_s3_client(
+    s3_client = LazyS3Client(
         retry_mode=s3_retry_mode, credentials=await load_s3_credentials(aws_credentials)
     )
     return await asyncio.to_thread(
@@ -69,7 +69,7 @@ async def plan_uris_task(
     aws_credentials: str | None = None,
 ) -> PendingPlan:
     """Groups over exactly these PDFs (reprocess): count pages, cut groups."""
-    s3_client = make_s3_client(
+    s3_client = LazyS3Client(
         retry_mode=s3_retry_mode, credentials=await load_s3_credentials(aws_credentials)
     )
     return await asyncio.to_thread(

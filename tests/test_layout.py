@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 # Lowest first. Each entry is a layer; packages within one layer must not import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("pagegate", "pagegate.errors", "pagegate.clock", "pagegate.settle"),
+    ("pagegate", "pagegate.errors", "pagegate.clock", "pagegate.settle", "pagegate.heap"),
     ("pagegate.io",),
     ("pagegate.pdf", "pagegate.vlm", "pagegate.samples"),
     ("pagegate.server",),

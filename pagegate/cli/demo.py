@@ -13,7 +13,6 @@ from typing import Annotated, Any
 
 import typer
 
-from pagegate.samples import write_sample_corpus
 from pagegate.sim.process import SimProcess
 
 RunFlow = Callable[..., tuple[bool, dict[str, Any]]]
@@ -25,6 +24,8 @@ def run_demo(directory: Path, *, good: int, run: RunFlow) -> int:
     workspace = directory / "workspace"
     for old in (pdf_dir, workspace):
         shutil.rmtree(old, ignore_errors=True)
+    from pagegate.samples import write_sample_corpus  # reportlab, pypdf: only for the demo
+
     files = write_sample_corpus(pdf_dir, good=good, include_bad=True)
     print(f"pagegate demo: {len(files)} sample PDFs in {pdf_dir}")
     with SimProcess(profile="ci") as sim:

@@ -17,6 +17,7 @@ from types import FrameType
 from typing import Any
 
 from pagegate.errors import RunInterrupted
+from pagegate.heap import bound_heap
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -77,6 +78,7 @@ def prefect_env() -> None:
     pypdf warns about every repair it makes on a damaged file; the failure ledger already
     records what matters, so only its errors reach the log.
     """
+    bound_heap()  # before Prefect's threads start (pagegate/heap.py)
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "pagegate")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     logging.getLogger("pypdf").setLevel(logging.ERROR)
@@ -90,23 +92,25 @@ def run_flow_state(start: Callable[[], Awaitable[Any]]) -> tuple[bool, dict[str,
     """Run `start()` (a flow called with return_state=True); (completed?, summary).
 
     The live display (stderr) is handed to the flow through a context variable, set
-    before the flow's event loop starts so its tasks inherit it. SIGINT and SIGTERM
+    before the flow's event loop starts so its tasks inherit it. With no PREFECT_API_URL
+    the temporary Prefect server is started here (pagegate.cli.prefect_server). SIGINT and SIGTERM
     raise RunInterrupted with the display's last figures.
     """
+    from pagegate.cli.prefect_server import temporary_prefect_server
     from pagegate.report.display import TerminalProgress
     from pagegate.report.progress import PROGRESS_LISTENER
 
-    with TerminalProgress() as display:
+    with temporary_prefect_server(), TerminalProgress() as display:
         token = PROGRESS_LISTENER.set(display)
         try:
             state, stopped_by = run_stoppable(start)
         finally:
             PROGRESS_LISTENER.reset(token)
-    if stopped_by is not None:
-        raise RunInterrupted(stopped_by, display.last)
-    data = state.result(raise_on_failure=False)
-    if asyncio.iscoroutine(data):
-        data = asyncio.run(data)
+        if stopped_by is not None:
+            raise RunInterrupted(stopped_by, display.last)
+        data = state.result(raise_on_failure=False)
+        if asyncio.iscoroutine(data):
+            data = asyncio.run(data)
     summary = data if isinstance(data, dict) else {"message": state.message}
     return bool(state.is_completed()), summary
 

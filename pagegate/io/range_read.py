@@ -20,8 +20,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from pypdf import PdfReader
-
 from pagegate.io.store import S3_SCHEME, split_s3_uri
 
 log = logging.getLogger("pagegate.plan")
@@ -96,6 +94,8 @@ def declared_pages(stream: Any) -> int | None:
     """The page count a PDF declares (/Count of its page tree root), or None."""
     try:
         # strict: pypdf's lenient mode checks every object's offset, reading the whole file.
+        from pypdf import PdfReader  # imported here: the run's process never needs pypdf
+
         reader = PdfReader(stream, strict=True)
         count = reader.root_object["/Pages"]["/Count"]  # type: ignore[index]
         return int(count) if int(count) > 0 else None

@@ -4,6 +4,7 @@ built from the standard AWS environment or from explicit credentials."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,6 +82,29 @@ def make_s3_client(
     )
     log_retries(client)
     return client
+
+
+class LazyS3Client:
+    """A `make_s3_client` client built on first use, for callers that may never need one.
+
+    Building a boto3 client loads botocore's service model, about 15 MB of the process's
+    memory per client; a run over local files needs none. Thread-safe; any attribute
+    (`get_object`, `meta`, ...) builds the client and comes from it.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._client: S3Client | None = None
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        client = self._client
+        if client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = make_s3_client(**self._options)
+                client = self._client
+        return getattr(client, name)
 
 
 def log_retries(client: S3Client) -> None:
@@ -300,3 +324,4 @@ def s3_get(client: S3Client, bucket: str, key: str) -> bytes:
 
 
 # --------------------------------------------------------------------------- entry points
+

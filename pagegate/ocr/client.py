@@ -10,6 +10,8 @@ The sort is what lets retries tell overload from bad answers:
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -32,6 +34,24 @@ def classify_status(status: int) -> str:
     return "content"
 
 
+class _SentOnce:
+    """A request body that lets go of its bytes once httpx has taken them.
+
+    httpx keeps a request's content until the response is complete, and a page request
+    waits in the server's queue for seconds to minutes: a page's JSON (the PNG in base64,
+    about 0.35 MB) times the pages in flight (hundreds under the gate on a large GPU)
+    would sit in the run's memory. Streamed from here, each body is held only while it
+    is being written. A retry builds a new request, so nothing needs the bytes again.
+    """
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        data, self._data = self._data, b""
+        yield data
+
+
 class PageClient:
     """One server's chat-completions endpoint, over a shared httpx.AsyncClient."""
 
@@ -51,9 +71,17 @@ class PageClient:
         self.timeout = httpx.Timeout(timeout_seconds, connect=10.0)
 
     async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        """POST `body`; the reply's JSON. Pass the request without keeping a reference,
+        so its bytes are freed once sent (`_SentOnce`)."""
+        data = json.dumps(body, separators=(",", ":")).encode()
+        del body
+        headers = {**self.headers, "Content-Type": "application/json",
+                   "Content-Length": str(len(data))}
+        content = _SentOnce(data)
+        del data
         try:
             response = await self.http.post(
-                self.url, json=body, headers=self.headers, timeout=self.timeout
+                self.url, content=content, headers=headers, timeout=self.timeout
             )
         except (httpx.TimeoutException, httpx.TransportError) as exc:
             cause = str(exc) or type(exc).__name__

@@ -123,19 +123,19 @@ async def _fetch_and_ocr(
 async def _fetch(ctx: RunContext, uri: str, entry: Entry) -> tuple[PdfSource, Path | None]:
     """The PDF as a render worker opens it, and the spooled copy to delete afterwards.
 
-    In memory when it is small and fits the budget; else from a file: a local source is
-    opened where it is, a downloaded one is written to the run's spool folder first.
+    A local source is opened where it is: its bytes never pass through this process. A
+    download is held in memory when it is small and fits the budget, else written to the
+    run's spool folder first.
     """
     spool_over = int(ctx.config.spool_pdfs_over_mb * 2**20)
     if not uri.startswith(S3_SCHEME):
         path = Path(uri).expanduser().absolute()
         try:
-            size = (await asyncio.to_thread(path.stat)).st_size
+            await asyncio.to_thread(path.stat)
         except OSError as exc:
             raise DownloadError(f"cannot read {path}: {exc}", source=str(path),
                                 code=errno_code(exc)) from exc
-        if size > spool_over or not ctx.intake.fits(size):
-            return PdfSource(uri, path=str(path)), None
+        return PdfSource(uri, path=str(path)), None
     data = await asyncio.to_thread(read_uri, uri, s3_client=ctx.s3_client)
     if len(data) > spool_over or not ctx.intake.fits(len(data)):
         spooled = await asyncio.to_thread(_spool, ctx.spool_dir, uri, data)

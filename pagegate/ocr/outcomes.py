@@ -25,13 +25,58 @@ class PdfOutcome:
 
 
 @dataclass(frozen=True)
+class Tally:
+    """Counts of PDFs that need no line of their own (done and not flagged, or skipped)."""
+
+    ok: int = 0
+    skipped: int = 0
+    pages: int = 0
+    fallback_pages: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def add(self, pdf: PdfOutcome) -> Tally:
+        return Tally(self.ok + (pdf.status == "ok"), self.skipped + (pdf.status == "skipped"),
+                     self.pages + pdf.pages, self.fallback_pages + pdf.fallback_pages,
+                     self.input_tokens + pdf.input_tokens, self.output_tokens + pdf.output_tokens)
+
+
+@dataclass(frozen=True)
 class GroupOutcome:
+    """What one group produced: the PDFs named one by one, and a tally of the rest.
+
+    A group task returns it `compact()`: a run keeps every group's outcome until it ends,
+    and Prefect keeps up to 1,000 task results in memory, so a line per committed PDF
+    would grow with the run; only failed and flagged PDFs keep theirs (the summary and
+    the failure table name them).
+    """
+
     group_id: str
     pdfs: tuple[PdfOutcome, ...]
+    tally: Tally = field(default_factory=Tally)
 
     @property
     def failed(self) -> tuple[PdfOutcome, ...]:
         return tuple(p for p in self.pdfs if p.status == "failed")
+
+    @property
+    def count(self) -> int:
+        """PDFs in the group, named or tallied."""
+        return len(self.pdfs) + self.tally.ok + self.tally.skipped
+
+    @property
+    def ok_pages(self) -> int:
+        return self.tally.pages + sum(p.pages for p in self.pdfs if p.status == "ok")
+
+    def compact(self) -> GroupOutcome:
+        """The same totals, naming only failed and flagged PDFs."""
+        named, tally = [], self.tally
+        for pdf in self.pdfs:
+            if pdf.status == "failed" or pdf.reason:
+                named.append(pdf)
+            else:
+                tally = tally.add(pdf)
+        return GroupOutcome(self.group_id, tuple(named), tally)
 
 
 @dataclass
@@ -51,6 +96,13 @@ class RunTotals:
     def of(cls, groups: Iterable[GroupOutcome]) -> RunTotals:
         totals = cls()
         for group in groups:
+            tally = group.tally
+            totals.pdfs_ok += tally.ok
+            totals.pdfs_skipped += tally.skipped
+            totals.pages += tally.pages
+            totals.fallback_pages += tally.fallback_pages
+            totals.input_tokens += tally.input_tokens
+            totals.output_tokens += tally.output_tokens
             for pdf in group.pdfs:
                 if pdf.status == "ok":
                     totals.pdfs_ok += 1

@@ -208,8 +208,11 @@ class PageOcr:
             frame = _Frame((image.width, image.height), (image.width_pt, image.height_pt))
             del image
             permit.sent()
+            # Only the call holds the request, so its bytes go once sent (ocr/client.py).
+            sending = self._client_for(permit).complete(body)
+            del body
             try:
-                reply_body = await self._client_for(permit).complete(body)
+                reply_body = await sending
             except ContentError as exc:
                 permit.finish(Outcome.CONTENT)
                 return _AttemptResult(None, Usage(0, 0), str(exc))

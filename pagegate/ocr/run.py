@@ -21,7 +21,7 @@ import httpx
 from pagegate.admission.base import Admission
 from pagegate.clock import Clock, MonotonicClock
 from pagegate.config import RunConfig
-from pagegate.io.s3 import make_s3_client
+from pagegate.io.s3 import LazyS3Client
 from pagegate.ocr.backoff import BackoffPolicy
 from pagegate.ocr.client import PageClient
 from pagegate.ocr.intake import Intake
@@ -94,7 +94,7 @@ async def open_run_context(
     clock = clock or MonotonicClock()
     run_clock = clock
     profile = get_profile(config.profile)
-    s3_client = make_s3_client(retry_mode=config.s3_retry_mode, credentials=config.s3_credentials)
+    s3_client = LazyS3Client(retry_mode=config.s3_retry_mode, credentials=config.s3_credentials)
     workspace = Workspace.open(config.workspace, s3_client=s3_client)
     stats = RunStats(started_at=clock.now())
     async with AsyncExitStack() as stack:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import io
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
 import pypdfium2 as pdfium
@@ -46,6 +45,9 @@ from pagegate.errors import (
     InputError,
     NotAPdfError,
 )
+from pagegate.pdf.wire import PdfInfo
+
+__all__ = ["OpenPdf", "PdfInfo", "PdfInput", "open_pdf"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,21 +57,6 @@ ADDED_HEADER = b"%PDF-1.7\n"
 
 PdfInput = bytes | Path
 """The bytes of a PDF, or the path of a file holding them."""
-
-
-@dataclass(frozen=True)
-class PdfInfo:
-    """What the pipeline needs to know about a document before scheduling its pages.
-
-    `engine` is the library that opened it ("pdfium", or "pypdf": text layer only);
-    `password` is the password it needs (None: none); `header_added` says pdfium saw it
-    only with a `%PDF-` header line put in front.
-    """
-
-    page_count: int
-    engine: str = "pdfium"
-    password: str | None = None
-    header_added: bool = False
 
 
 def has_header(head: bytes) -> bool:

@@ -31,9 +31,7 @@ from typing import TypeVar
 
 from pagegate import errors
 from pagegate.errors import CorruptPdfError, InputError, RenderFailedError
-from pagegate.pdf.document import PdfInfo
-from pagegate.pdf.reader import ROTATIONS, RenderedPage
-from pagegate.pdf.wire import PdfSource, Reply, Request
+from pagegate.pdf.wire import ROTATIONS, PdfInfo, PdfSource, RenderedPage, Reply, Request
 from pagegate.pdf.worker_process import (
     PoolSettings,
     PoolStats,

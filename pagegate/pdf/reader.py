@@ -26,16 +26,15 @@ import pypdfium2 as pdfium
 
 from pagegate.errors import CorruptPdfError, TooManyPagesError
 from pagegate.pdf.document import OpenPdf, PdfInfo, PdfInput, open_pdf
+from pagegate.pdf.wire import DEFAULT_MAX_PIXELS, ROTATIONS, RenderedPage
 
 __all__ = [
-    "PdfInfo", "RenderPlan", "RenderedPage", "extract_page_text", "inspect_pdf", "page_text",
+    "DEFAULT_MAX_PIXELS", "ROTATIONS", "PdfInfo", "RenderPlan", "RenderedPage", "extract_page_text", "inspect_pdf", "page_text",
     "plan_render", "render_page", "render_page_png",
 ]
 
 logger = logging.getLogger(__name__)
 
-ROTATIONS = (0, 90, 180, 270)
-DEFAULT_MAX_PIXELS = 1288 * 1288 * 2
 
 # PNG is lossless, so the encoder's settings only trade CPU for bytes, and encoding is most
 # of a page's render time (pdfium rasterises a 1,288 px page in ~4 ms). Pillow picks a PNG
@@ -45,19 +44,6 @@ DEFAULT_MAX_PIXELS = 1288 * 1288 * 2
 # 25 -> 13 ms a page, 251 -> 263 KB). The image goes to a nearby vLLM server.
 _PNG_LEVEL = 1
 _PNG_FILTER = imagecodecs.PNG.FILTER.UP
-
-
-@dataclass(frozen=True)
-class RenderedPage:
-    """A page image ready to send to the model."""
-
-    png: bytes
-    width: int
-    height: int
-    width_pt: float = 0.0
-    """The page's size in PDF points as the image shows it (after /Rotate and `rotation`):
-    what a box given as a fraction of the image is a fraction of."""
-    height_pt: float = 0.0
 
 
 @dataclass(frozen=True)

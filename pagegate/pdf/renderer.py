@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from pagegate.pdf.reader import RenderedPage
-from pagegate.pdf.wire import PdfSource
+from pagegate.pdf.wire import PdfSource, RenderedPage
 
 __all__ = ["PdfSource", "RenderedPage", "Renderer"]
 

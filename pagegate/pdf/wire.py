@@ -4,6 +4,8 @@ One request at a time per worker: the pool writes a `Request`, the worker answer
 `Reply`. Each message is pickled behind an 8-byte length on the worker's stdin/stdout
 (the worker points its own fd 1 at stderr, so a stray print cannot corrupt the stream).
 Pickle is safe here: both ends are this package, and the worker is our own child.
+The values that cross (`PdfInfo`, `RenderedPage`) are defined here, not beside pdfium and
+pypdf, so the run's process imports neither library.
 """
 
 from __future__ import annotations
@@ -15,6 +17,37 @@ from typing import IO, Any
 
 _LENGTH = struct.Struct(">Q")
 LENGTH_SIZE = _LENGTH.size
+
+ROTATIONS = (0, 90, 180, 270)
+DEFAULT_MAX_PIXELS = 1288 * 1288 * 2
+
+
+@dataclass(frozen=True)
+class PdfInfo:
+    """What the pipeline needs to know about a document before scheduling its pages.
+
+    `engine` is the library that opened it ("pdfium", or "pypdf": text layer only);
+    `password` is the password it needs (None: none); `header_added` says pdfium saw it
+    only with a `%PDF-` header line put in front.
+    """
+
+    page_count: int
+    engine: str = "pdfium"
+    password: str | None = None
+    header_added: bool = False
+
+
+@dataclass(frozen=True)
+class RenderedPage:
+    """A page image ready to send to the model."""
+
+    png: bytes
+    width: int
+    height: int
+    width_pt: float = 0.0
+    """The page's size in PDF points as the image shows it (after /Rotate and `rotation`):
+    what a box given as a fraction of the image is a fraction of."""
+    height_pt: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -45,7 +78,7 @@ class PdfSource:
 
 @dataclass(frozen=True)
 class Request:
-    """One operation: "inspect", "render", "text" or "stats".
+    """One operation: "count", "inspect", "render", "text" or "stats".
 
     `source` is sent only when the worker does not have the document open yet; `evict`
     lists documents it should close first (the pool decides, so both sides agree).

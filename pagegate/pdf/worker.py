@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from pagegate.errors import InputError
+from pagegate.heap import bound_heap
 from pagegate.pdf.document import OpenPdf, open_pdf
 from pagegate.pdf.reader import check_page_count, page_text, render_page
 from pagegate.pdf.wire import PdfSource, Reply, Request, read_message, write_message
@@ -62,6 +63,8 @@ class Worker:
     def _run(self, request: Request) -> Any:
         if request.op == "stats":
             return {"maxrss_kb": peak_rss_kb(), "open_documents": len(self.docs)}
+        if request.op == "count":
+            return _count(_required(request.source), request.password)
         if request.op == "inspect":
             self._close(request.key)
             source = _required(request.source)
@@ -114,6 +117,12 @@ def peak_rss_kb() -> int:
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def _count(source: PdfSource, password: str | None) -> int:
+    """Pages of a document opened only to count them: nothing stays open afterwards."""
+    with open_pdf(_input(source), password=password, source=source.key) as doc:
+        return doc.page_count
 
 
 def _pypdf_text(doc: OpenPdf, page: int) -> str:
@@ -181,6 +190,7 @@ def main(
     logging.basicConfig(level=logging.WARNING, format="pagegate render worker: %(message)s")
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     limit_memory(args.memory_limit_mb)
+    bound_heap()  # bitmaps and PNGs come and go page after page
     worker = Worker(target_longest_dim=args.target_longest_dim, max_pixels=args.max_pixels,
                     dpi=args.dpi, target_shortest_dim=args.target_shortest_dim)
     with contextlib.suppress(BrokenPipeError, KeyboardInterrupt):  # the pool went away

@@ -17,8 +17,15 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pagegate.pdf.reader import DEFAULT_MAX_PIXELS
-from pagegate.pdf.wire import LENGTH_SIZE, Reply, Request, decode, encode, length_of
+from pagegate.pdf.wire import (
+    DEFAULT_MAX_PIXELS,
+    LENGTH_SIZE,
+    Reply,
+    Request,
+    decode,
+    encode,
+    length_of,
+)
 
 _STARTUP_TIMEOUT_SECONDS = 120.0  # imports on a loaded 2-core machine; not a render
 

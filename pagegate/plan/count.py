@@ -1,38 +1,47 @@
-"""Count a PDF's pages for planning.
+"""Count a PDF's pages for planning, never parsing it in the run's own process.
 
-Counting pages means reading each PDF once (pypdf needs the whole file); the planner runs
-these reads on a bounded pool in listing order (pagegate.io.pool), so the groups come
-out the same on every rerun.
-The count uses pypdf alone: it is pure Python, so it is safe on the planner's threads and
-a hostile file cannot crash the planner, where pdfium (not thread-safe, native) could.
-A PDF pypdf cannot read (some that pdfium opens, as the run will) still gets a group,
-weighted as one page; its group task inspects it with both libraries and does it or
-records why.
+The planner's threads only fetch: a local file is named by its path, an S3 object is
+streamed to a temporary file; the count itself runs in a counting process
+(pagegate.pdf.counter), with a per-file timeout and an address-space limit. So no PDF's
+bytes or object tree stay in the run's heap, and a file that hangs or blows up the
+parser costs its own count. A PDF that cannot be counted (unreadable, hung, out of
+memory) still gets a group, weighted as one page; its group task inspects it under the
+render pool's limits and does it or records why.
 `pagegate.plan.pending` uses these to plan only what is left to do.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 from typing import Any
 
 from pagegate.errors import InputError
-from pagegate.io.storage import read_uri
-from pagegate.pdf.document import open_pdf
+from pagegate.io.storage import s3_download
+from pagegate.io.store import S3_SCHEME, split_s3_uri
+from pagegate.pdf.counter import PageCounter
+from pagegate.pdf.wire import PdfSource
 from pagegate.plan.groups import PlannedPdf
 
 log = logging.getLogger("pagegate.plan")
 
-def count_pages(uri: str, *, s3_client: Any, password: str | None) -> PlannedPdf:
-    """Page count of one PDF, or None when it cannot be fetched or opened.
+
+def count_pages(uri: str, *, counter: PageCounter, s3_client: Any,
+                password: str | None) -> PlannedPdf:
+    """Page count of one PDF, or None when it cannot be fetched or counted.
 
     The password is used only if the PDF needs it (see `pagegate.pdf.document.open_pdf`).
     """
-    try:
-        data = read_uri(uri, s3_client=s3_client)
-        with open_pdf(data, password=password, use_pdfium=False, source=uri) as pdf:
-            pages: int | None = pdf.page_count
-    except InputError as exc:
-        log.info("planning: %s cannot be counted (%s); its task will record why", uri, exc)
-        pages = None
-    return PlannedPdf(uri, pages)
+    if not uri.startswith(S3_SCHEME):
+        path = os.path.abspath(os.path.expanduser(uri))
+        return PlannedPdf(uri, counter.count(PdfSource(uri, path=path), password=password))
+    bucket, key = split_s3_uri(uri)
+    with tempfile.NamedTemporaryFile(prefix="pagegate-count-", suffix=".pdf") as copy:
+        try:
+            s3_download(s3_client, bucket, key, copy)
+        except InputError as exc:
+            log.info("planning: %s cannot be counted (%s); its task will record why", uri, exc)
+            return PlannedPdf(uri, None)
+        copy.flush()
+        return PlannedPdf(uri, counter.count(PdfSource(uri, path=copy.name), password=password))

@@ -1,6 +1,6 @@
 """Plan only what is left to do: drop committed PDFs before anything is downloaded.
 
-Counting pages reads every listed PDF. On a rerun over a mostly finished collection
+Counting pages reads every listed PDF (in counting processes, pagegate.plan.count). On a rerun over a mostly finished collection
 that would download everything again; here a committed PDF costs one existence check
 (HEAD on S3) and is left out of the groups before anything is downloaded. The check in
 `process_pdf` stays: it covers PDFs another run commits after planning.
@@ -9,12 +9,14 @@ that would download everything again; here a committed PDF costs one existence c
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from pagegate.io.pool import ordered_map
 from pagegate.io.sources import common_root, iter_sources
 from pagegate.output.workspace import Workspace
+from pagegate.pdf.counter import CountSettings, PageCounter
 from pagegate.plan.count import count_pages
 from pagegate.plan.groups import Group, PlannedPdf, plan_groups
 
@@ -54,10 +56,12 @@ def plan_pending(
     s3_client: Any,
     password: str | None = None,
     workers: int = 8,
+    counting: CountSettings | PageCounter | None = None,
 ) -> PendingPlan:
     """List `sources`, skip PDFs committed in `workspace` (None: skip nothing), cut groups.
 
-    An entry that names nothing is kept in `missing` and the listing goes on.
+    An entry that names nothing is kept in `missing` and the listing goes on. Pages are
+    counted in counting processes (`counting`: their settings, or a counter to use).
     """
     done = [0]
     missing: list[MissingSource] = []
@@ -66,7 +70,7 @@ def plan_pending(
     def check(uri: str) -> PlannedPdf | None:
         if workspace is not None and workspace.is_committed(uri):
             return None
-        return count_pages(uri, s3_client=s3_client, password=password)
+        return count_pages(uri, counter=counter, s3_client=s3_client, password=password)
 
     def todo(planned: Iterable[PlannedPdf | None]) -> Iterator[PlannedPdf]:
         for pdf in planned:
@@ -81,7 +85,8 @@ def plan_pending(
         on_root=roots.append,
     )
     uris = (info.uri for info in listing)
-    groups = plan_groups(todo(ordered_map(check, uris, workers=workers)), pages_per_group)
+    with _counter(counting) as counter:
+        groups = plan_groups(todo(ordered_map(check, uris, workers=workers)), pages_per_group)
     return PendingPlan(tuple(groups), done[0], tuple(missing), common_root(roots))
 
 
@@ -92,11 +97,24 @@ def plan_uris(
     s3_client: Any,
     password: str | None = None,
     workers: int = 8,
+    counting: CountSettings | PageCounter | None = None,
 ) -> PendingPlan:
     """Groups over exactly these PDFs (no listing, no skipping): what `reprocess` redoes."""
-    counted = ordered_map(
-        lambda uri: count_pages(uri, s3_client=s3_client, password=password),
-        dict.fromkeys(uris),  # keeps the order, drops repeats
-        workers=workers,
-    )
-    return PendingPlan(tuple(plan_groups(counted, pages_per_group)), 0)
+    with _counter(counting) as counter:
+        counted = ordered_map(
+            lambda uri: count_pages(uri, counter=counter, s3_client=s3_client, password=password),
+            dict.fromkeys(uris),  # keeps the order, drops repeats
+            workers=workers,
+        )
+        groups = plan_groups(counted, pages_per_group)
+    return PendingPlan(tuple(groups), 0)
+
+
+@contextmanager
+def _counter(counting: CountSettings | PageCounter | None) -> Iterator[PageCounter]:
+    """The counter given (left open for its owner), or one of our own, closed at the end."""
+    if isinstance(counting, PageCounter):
+        yield counting
+        return
+    with PageCounter(counting) as counter:
+        yield counter

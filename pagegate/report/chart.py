@@ -4,11 +4,17 @@ Drawn with matplotlib's object API on the Agg canvas (no pyplot, so no global fi
 state and no display needed); matplotlib is imported on first use because it costs
 about a second. Input is the run's Timeline samples; output is PNG bytes for the
 workspace Store, so the same code serves local and S3 workspaces.
+
+A run draws its chart in a child process (`draw_run_chart`): matplotlib and the figure
+cost about 50 MB, which would otherwise be the run process's peak, at its very end.
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
+import pickle
+import sys
 from collections.abc import Sequence
 
 from pagegate.report.progress import ProgressSample
@@ -84,3 +90,25 @@ def render_run_chart(samples: Sequence[ProgressSample], *, title: str = "pagegat
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
     return buffer.getvalue()
+
+
+async def draw_run_chart(samples: Sequence[ProgressSample], *, title: str) -> bytes:
+    """`render_run_chart` in a child process (`python -m pagegate.report.chart`)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "pagegate.report.chart", stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    png, err = await proc.communicate(pickle.dumps((tuple(samples), title)))
+    if proc.returncode != 0:
+        raise RuntimeError(f"the chart process failed: {err.decode(errors='replace')[-500:]}")
+    return png
+
+
+def main() -> int:
+    """Samples and title, pickled by `draw_run_chart`, on stdin; the PNG on stdout."""
+    samples, title = pickle.load(sys.stdin.buffer)
+    sys.stdout.buffer.write(render_run_chart(samples, title=title))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -25,7 +25,7 @@ from pagegate.io.store import Store, split_s3_uri
 from pagegate.ocr.outcomes import GroupOutcome, RunTotals
 from pagegate.ocr.run import RunContext
 from pagegate.plan.groups import Group
-from pagegate.report.chart import render_run_chart
+from pagegate.report.chart import draw_run_chart
 from pagegate.report.progress import (
     PROGRESS_LISTENER,
     PlanProgress,
@@ -141,8 +141,7 @@ class RunMonitor:
         return take_sample(self.ctx.stats, self.plan, snapshot, self.ctx.clock.now())
 
     def group_finished(self, group: Group, outcome: GroupOutcome) -> None:
-        ocr_pages = sum(p.pages for p in outcome.pdfs if p.status == "ok")
-        self.plan.group_finished(group.pages, ocr_pages)
+        self.plan.group_finished(group.pages, outcome.ok_pages)
 
     async def finish(self, totals: RunTotals, elapsed_seconds: float) -> RunReport:
         """Publish the final sample, then save the chart and the run record."""
@@ -153,10 +152,7 @@ class RunMonitor:
         chart_link: str | None = None
         png: bytes | None = None
         try:
-            png = await asyncio.to_thread(
-                # A copy: the sampler keeps appending while the chart is drawn in a thread.
-                render_run_chart, tuple(self.timeline.samples), title=f"pagegate run {self.run_id}"
-            )
+            png = await draw_run_chart(self.timeline.samples, title=f"pagegate run {self.run_id}")
             await asyncio.to_thread(store.write_bytes, chart_key, png)
             chart_uri = store.uri_for(chart_key)
             chart_link = await asyncio.to_thread(browser_link, store, chart_key)

@@ -32,7 +32,6 @@ import sys
 from typing import Any
 
 import httpx
-from PIL import Image
 from prometheus_client.parser import text_string_to_metric_families
 
 from pagegate.clock import Clock, MonotonicClock
@@ -93,6 +92,8 @@ def describe_cap(cap: int | None, kv_tokens: int | None, engines: int) -> tuple[
 
 def warmup_png(side: int = 64) -> bytes:
     """A small blank page (at least 28 px a side, the vision tower's patch merge size)."""
+    from PIL import Image  # only for the warm-up page: the run's process needs no PIL
+
     buffer = io.BytesIO()
     Image.new("RGB", (side, side), "white").save(buffer, format="PNG")
     return buffer.getvalue()
