@@ -3,6 +3,7 @@ built from the standard AWS environment or from explicit credentials."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Iterator
@@ -303,23 +304,29 @@ def s3_list(
         raise StorageError(f"cannot list {where}: {exc}") from exc
 
 
-def s3_get(client: S3Client, bucket: str, key: str) -> bytes:
+@contextlib.contextmanager
+def get_errors(uri: str) -> Iterator[None]:
+    """A failed GetObject of `uri` as a DownloadError with S3's error code, or the
+    transport's exception name when no S3 answer came (refused, timed out after retries)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    uri = f"{S3_SCHEME}{bucket}/{key}"
     try:
+        yield
+    except ClientError as exc:
+        code = s3_code(exc)
+        raise DownloadError(f"cannot read {uri}: {code}", source=uri, code=code) from exc
+    except BotoCoreError as exc:
+        code = type(exc).__name__
+        raise DownloadError(f"cannot read {uri}: {exc}", source=uri, code=code) from exc
+
+
+def s3_get(client: S3Client, bucket: str, key: str) -> bytes:
+    with get_errors(f"{S3_SCHEME}{bucket}/{key}"):
         body = client.get_object(Bucket=bucket, Key=key)["Body"]
         try:
             data: bytes = body.read()
         finally:
             body.close()
-    except ClientError as exc:
-        code = s3_code(exc)
-        raise DownloadError(f"cannot read {uri}: {code}", source=uri, code=code) from exc
-    except BotoCoreError as exc:
-        # No S3 answer at all (connection refused, timeout after retries, ...).
-        code = type(exc).__name__
-        raise DownloadError(f"cannot read {uri}: {exc}", source=uri, code=code) from exc
     return data
 
 

@@ -11,7 +11,7 @@ from typing import IO
 
 from pagegate.errors import DownloadError, StorageError
 from pagegate.io.local import LocalStore, errno_code
-from pagegate.io.s3 import S3Store, make_s3_client, s3_code, s3_get
+from pagegate.io.s3 import S3Store, get_errors, make_s3_client, s3_get
 from pagegate.io.store import S3_SCHEME, S3Client, Store, split_s3_uri
 
 
@@ -48,21 +48,13 @@ def s3_download(client: S3Client, bucket: str, key: str, file: IO[bytes]) -> Non
 
     A plain GetObject read in 1 MiB chunks: boto3's download_fileobj would add a
     HeadObject (whose errors carry no code) and a thread pool for a file this size."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
     uri = f"{S3_SCHEME}{bucket}/{key}"
     if not key or key.endswith("/"):
         raise DownloadError(f"s3 URI names no object: {uri!r}", source=uri)
-    try:
+    with get_errors(uri):
         body = client.get_object(Bucket=bucket, Key=key)["Body"]
         try:
             for chunk in body.iter_chunks(1 << 20):
                 file.write(chunk)
         finally:
             body.close()
-    except ClientError as exc:
-        code = s3_code(exc)
-        raise DownloadError(f"cannot read {uri}: {code}", source=uri, code=code) from exc
-    except BotoCoreError as exc:
-        code = type(exc).__name__
-        raise DownloadError(f"cannot read {uri}: {exc}", source=uri, code=code) from exc
