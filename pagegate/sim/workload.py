@@ -37,6 +37,7 @@ from statistics import NormalDist
 
 from pagegate.sim.node import NodeModel
 from pagegate.sim.profiles import ServerProfile
+from pagegate.vlm.layout import smart_resize as qwen_resize
 from pagegate.vlm.profiles import OLMOCR_V4_YAML_PROMPT
 
 PATCH_MERGE_PX = 28
@@ -73,17 +74,8 @@ def smart_resize(width: int, height: int) -> tuple[int, int]:
         raise ValueError(f"image {width}x{height} is smaller than {f} px on a side")
     if max(width, height) / min(width, height) > 200:
         raise ValueError(f"image {width}x{height}: aspect ratio above 200")
-    w_bar = round(width / f) * f
-    h_bar = round(height / f) * f
-    if w_bar * h_bar > MAX_PIXELS:
-        beta = math.sqrt(width * height / MAX_PIXELS)
-        w_bar = max(f, math.floor(width / beta / f) * f)
-        h_bar = max(f, math.floor(height / beta / f) * f)
-    elif w_bar * h_bar < MIN_PIXELS:
-        beta = math.sqrt(MIN_PIXELS / (width * height))
-        w_bar = math.ceil(width * beta / f) * f
-        h_bar = math.ceil(height * beta / f) * f
-    return w_bar, h_bar
+    h, w = qwen_resize(height, width, factor=f, min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
+    return w, h
 
 
 def image_tokens(width: int, height: int) -> int:
