@@ -46,10 +46,13 @@ def test_metrics_reader_reads_the_real_metrics_page(vllm_server: VllmCpuServer) 
     requests = 32
 
     async def read_during_a_burst() -> tuple[list[Reading], list[tuple[Reading, str]], str]:
-        # Distinct pages: a repeated image would be served from vLLM's prefix cache.
+        # Distinct pages: a repeated image would be served from vLLM's prefix cache. Each
+        # reply runs to the server's 64-token cap (vLLM's `ignore_eos` sampling parameter):
+        # a random model can stop at once, and then its front end, not its 4 slots, is
+        # the bottleneck and nothing waits (seen in CI under load).
         bodies = [build_chat_request(get_profile(DEFAULT_PROFILE), model="olmocr",
                                      image_png=page_png(100 + i), temperature=0.1)
-                  for i in range(requests)]
+                  | {"ignore_eos": True} for i in range(requests)]
         poller = MetricsPoller(url, timeout_seconds=5.0)
         polled = [await poller()]
         scraped: list[tuple[Reading, str]] = []
