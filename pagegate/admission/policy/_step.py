@@ -34,30 +34,6 @@ class GateState:
     finished_at: float | None = None             # when the newest page came back finished
     clocked_total: int = 0                       # pages sent on a stale reading, ever
 
-    @property
-    def reading(self) -> Reading | None:
-        return self.signals.reading
-
-    @property
-    def peak(self) -> float:
-        return self.signals.peak
-
-    @property
-    def queue(self) -> float:
-        return self.signals.queue
-
-    @property
-    def limit(self) -> int:
-        return self.concurrency.limit
-
-    @property
-    def open_credits(self) -> int:
-        return self.units.open_credits
-
-    @property
-    def units_released(self) -> int:
-        return self.units.units_released
-
 
 def initial_state(now: float, config: GateConfig) -> GateState:
     return GateState(started_at=now, concurrency=Concurrency(limit=config.concurrency_start),
@@ -205,12 +181,12 @@ def _finished(state: GateState, event: Finished, now: float, config: GateConfig)
 def decide_release(state: GateState, now: float, config: GateConfig) -> ReleaseDecision:
     """The one release decision: a unit now, or the first rule that holds it."""
     reason = _signals.release_hold(state.signals, now, config)
-    reading = state.reading
+    reading = state.signals.reading
     if reason is not None or reading is None:
         return hold(reason or Reason.NO_READING)
     held = _units.release_rules(
         state.units, queued=state.queued, room=_room(state, config), waiting=reading.waiting,
-        peak=state.peak, now=now, config=config)
+        peak=state.signals.peak, now=now, config=config)
     return held or ReleaseDecision(True, unit_size(state, config), Reason.RELEASED)
 
 
@@ -239,7 +215,7 @@ def page_allowance(state: GateState, now: float, config: GateConfig) -> int:
 
 def _dispatchable(state: GateState, now: float, config: GateConfig) -> int:
     """min(waiting, credits, C's room), and on a stale reading the pages back since it."""
-    allowed = min(state.queued, state.open_credits, _room(state, config))
+    allowed = min(state.queued, state.units.open_credits, _room(state, config))
     if _signals.stale(state.signals, now, config):
         back = state.completed_total - state.admitted_total - state.balance_at_reading
         allowed = min(allowed, back)
