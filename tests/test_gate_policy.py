@@ -25,7 +25,7 @@ from pagegate.admission.policy import (
     Scraped,
     ScrapeFailed,
     Tick,
-    _rates,
+    _limit,
     _step,
     _units,
     drain_rate,
@@ -90,11 +90,11 @@ def unavailable(state: GateState, now: float, config: GateConfig) -> bool:
 
 
 def pace_rate(state: GateState, config: GateConfig) -> float:
-    return _rates.pace_rate(state.rates, config)
+    return _limit.pace_rate(state.rates, config)
 
 
 def next_token_at(state: GateState, now: float, config: GateConfig) -> float:
-    return _rates.next_token_at(state.bucket, now, pace_rate(state, config), config)
+    return _limit.next_token_at(state.bucket, now, pace_rate(state, config), config)
 
 
 def replace(state: GateState, **values: Any) -> GateState:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pagegate.admission.policy import GateConfig, GateTuning
-from pagegate.admission.policy._rates import (
+from pagegate.admission.policy._limit import (
     Bucket,
-    Rates,
     _capacity,
     _level,
     full_bucket,
@@ -16,6 +15,7 @@ from pagegate.admission.policy._rates import (
     take,
     whole_tokens,
 )
+from pagegate.admission.policy._signals import Rates
 
 CFG = GateConfig()
 

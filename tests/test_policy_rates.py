@@ -7,7 +7,7 @@ import math
 import pytest
 
 from pagegate.admission.policy import GateConfig
-from pagegate.admission.policy._rates import (
+from pagegate.admission.policy._signals import (
     Rates,
     add_latency,
     drain,

@@ -8,6 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+SLACK = 1e-9
+"""Float arithmetic may leave 7.9999999 where 8 is meant: count it as the whole number."""
+
 
 class GateTuning(NamedTuple):
     """The controller's constants. A user never sets them; tests scale them down.
