@@ -147,7 +147,7 @@ def _observe(state: GateState, scrape: Scraped, config: GateConfig) -> GateState
         excess = _signals.excess(gap, _signals.tolerance(front, _signals.drain(state.rates)))
     seen, preempted = _signals.fold(state.signals, reading, excess, config)
     rates = _signals.sample_drain(state.rates, reading.at, state.completed_total,
-                                state.in_flight, config)
+                                  state.in_flight, config)
     state = replace(state, signals=seen, rates=rates, front=front,
                     balance_at_reading=state.completed_total - state.admitted_total)
     if not _signals.usable(seen, config):
@@ -183,9 +183,10 @@ def decide_release(state: GateState, now: float, config: GateConfig) -> ReleaseD
     reading = state.signals.reading
     if reason is not None or reading is None:
         return hold(reason or Reason.NO_READING)
-    held = _units.release_rules(
-        state.units, queued=state.queued, room=_room(state, config), waiting=reading.waiting,
-        peak=state.signals.peak, now=now, config=config)
+    room = _limit.room(state.concurrency, state.in_flight, config)
+    held = _units.release_rules(state.units, queued=state.queued, room=room,
+                                waiting=reading.waiting, peak=state.signals.peak, now=now,
+                                config=config)
     return held or ReleaseDecision(True, unit_size(state, config), Reason.RELEASED)
 
 
@@ -208,13 +209,14 @@ def page_allowance(state: GateState, now: float, config: GateConfig) -> int:
     """Waiting, credited pages that may go in flight now."""
     if pause_reason(state, now, config) is not None:
         return 0
-    tokens = _limit.whole_tokens(state.bucket, now, _pace(state, config), config)
+    tokens = _limit.whole_tokens(state.bucket, now, _limit.pace_rate(state.rates, config), config)
     return max(0, min(_dispatchable(state, now, config), tokens))
 
 
 def _dispatchable(state: GateState, now: float, config: GateConfig) -> int:
     """min(waiting, credits, C's room), and on a stale reading the pages back since it."""
-    allowed = min(state.queued, state.units.open_credits, _room(state, config))
+    room = _limit.room(state.concurrency, state.in_flight, config)
+    allowed = min(state.queued, state.units.open_credits, room)
     if _signals.stale(state.signals, now, config):
         back = state.completed_total - state.admitted_total - state.balance_at_reading
         allowed = min(allowed, back)
@@ -227,7 +229,7 @@ def _dispatch(state: GateState, now: float, config: GateConfig) -> tuple[GateSta
     stale = _signals.stale(state.signals, now, config)
     return replace(
         state, units=units, queued=state.queued - 1, in_flight=state.in_flight + 1,
-        bucket=_limit.take(state.bucket, now, _pace(state, config), config),
+        bucket=_limit.take(state.bucket, now, _limit.pace_rate(state.rates, config), config),
         admitted_total=state.admitted_total + 1, clocked_total=state.clocked_total + stale,
     ), unit_id
 
@@ -249,20 +251,13 @@ def _next_wake_at(state: GateState, decision: ReleaseDecision, now: float, confi
     times = [] if decision.recheck_at is None else [decision.recheck_at]
     if pause_reason(state, now, config) is None:
         if _dispatchable(state, now, config) > 0:
-            times.append(_limit.next_token_at(state.bucket, now, _pace(state, config), config))
+            refill = _limit.pace_rate(state.rates, config)
+            times.append(_limit.next_token_at(state.bucket, now, refill, config))
         if _signals.stale(state.signals, now, config) and state.finished_at is not None:
             times.append(state.finished_at + config.stale_after_seconds)  # the pause, if none
     elif state.queued > 0 and config.unavailable_after_seconds is not None:
         times.append(_usable_since(state) + config.unavailable_after_seconds)
     return min(times, default=None)
-
-
-def _room(state: GateState, config: GateConfig) -> int:
-    return _limit.room(state.concurrency, state.in_flight, config)
-
-
-def _pace(state: GateState, config: GateConfig) -> float:
-    return _limit.pace_rate(state.rates, config)
 
 
 # ------------------------------------------------------------------ what the snapshot shows
