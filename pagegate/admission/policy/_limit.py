@@ -61,7 +61,8 @@ def update(
     SLOW_START  q < band, acked > 0, in slow start or C < far_below_share x peak:
                                       C' = C + min(C, KV room, or slow_start_per_completion x acked
                                                    where KV use < kv_signal_floor)
-    ADDITIVE    q < band, acked > 0:  C' = C + min(acked, max(1, ceil(additive_growth_fraction x C)))
+    ADDITIVE    q < band, acked > 0:  C' = C + min(acked,
+                                                   max(1, ceil(additive_growth_fraction x C)))
     HOLD        otherwise:            C' = C  (a queue the engine is taking in is not cut)
     then, while the mean page latency > page_latency_limit: C' = min(C', C, ceil(drain x limit)),
     and C' within [initial_concurrency, max_in_flight_pages].

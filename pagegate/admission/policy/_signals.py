@@ -89,7 +89,7 @@ def stale(signals: Signals, now: float, config: GateConfig) -> bool:
     return signals.reading is None or now - signals.reading.at > config.stale_after_seconds
 
 
-def pause_reason(signals: Signals, now: float, config: GateConfig) -> Reason | None:
+def reading_pause(signals: Signals, now: float, config: GateConfig) -> Reason | None:
     """Why the readings pause page dispatch now (one failed scrape on a fresh reading does not)."""
     reading = signals.reading
     if reading is None:
@@ -107,7 +107,7 @@ def release_hold(signals: Signals, now: float, config: GateConfig) -> Reason | N
     """Why the readings forbid a release: dispatch must be open and the last scrape good."""
     if signals.reading is not None and not signals.last_scrape_ok:
         return Reason.SCRAPE_FAILED
-    return pause_reason(signals, now, config)
+    return reading_pause(signals, now, config)
 
 
 # ------------------------------------------------------------------ the front end

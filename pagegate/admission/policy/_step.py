@@ -193,7 +193,7 @@ def decide_release(state: GateState, now: float, config: GateConfig) -> ReleaseD
 def pause_reason(state: GateState, now: float, config: GateConfig) -> Reason | None:
     """Why pages may not flow now. A stale reading does not pause them while it was usable
     and a page finished within stale_after: then pages replace the pages back."""
-    reason = _signals.pause_reason(state.signals, now, config)
+    reason = _signals.reading_pause(state.signals, now, config)
     if reason is Reason.STALE and _ack_clocked(state, now, config):
         return None
     return reason
