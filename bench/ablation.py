@@ -97,7 +97,7 @@ def _window_drain(_original: Any) -> Any:
 
 def _newest_latency(_original: Any) -> Any:
     def latency(front: Any) -> float | None:
-        if front.entered <= 0.0 or not front.latencies:
+        if front.held.den <= 0.0 or not front.latencies:
             return None
         return float(front.latencies[-1][1])
     return latency

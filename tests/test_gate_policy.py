@@ -36,6 +36,7 @@ from pagegate.admission.policy import (
     unit_size,
     waiting_band,
 )
+from pagegate.admission.policy._signals import Ratio
 from pagegate.admission.policy._step import decide_release, fold, page_allowance
 from pagegate.server.metrics import Reading
 
@@ -99,7 +100,7 @@ def next_token_at(state: GateState, now: float, config: GateConfig) -> float:
 
 def replace(state: GateState, **values: Any) -> GateState:
     """dataclasses.replace for a GateState, naming the parts' fields as if they were its
-    own (limit=, credits=, drain_num=...): each value goes to the part that holds it."""
+    own (limit=, credits=, drain=...): each value goes to the part that holds it."""
     changes: dict[str, Any] = {}
     parts: dict[str, dict[str, Any]] = {}
     for name, value in values.items():
@@ -551,7 +552,7 @@ def test_waiter_accounting_refuses_to_go_negative() -> None:
 
 def _with_drain(rate: float, busy_seconds: float = 60.0) -> GateState:
     state = initial_state(0.0, CFG)
-    return replace(state, drain_num=rate * busy_seconds, drain_den=busy_seconds)
+    return replace(state, drain=Ratio(rate * busy_seconds, busy_seconds))
 
 
 @pytest.mark.parametrize(("drain", "pages"), [(None, 1024), (2.0, 1024), (4.5, 1024), (27.0, 1620)])
@@ -583,10 +584,10 @@ def test_latency_is_a_decayed_mean_of_completed_pages() -> None:
 def test_pacing_follows_the_drain_from_the_first_completions() -> None:
     state = initial_state(0.0, CFG)
     assert pace_rate(state, CFG) == CFG.tuning.pace_min_rate  # nothing measured: the floor
-    fast = replace(state, drain_num=27.0, drain_den=1.0)  # one busy second, 27 pages
+    fast = replace(state, drain=Ratio(27.0, 1.0))  # one busy second, 27 pages
     assert drain_rate(fast) == pytest.approx(27.0)
     assert pace_rate(fast, CFG) == pytest.approx(4 * 27.0)  # pacing follows it at once
-    slow = replace(state, drain_num=1.0, drain_den=1.0)
+    slow = replace(state, drain=Ratio(1.0, 1.0))
     assert pace_rate(slow, CFG) == CFG.tuning.pace_min_rate
 
 
@@ -596,7 +597,7 @@ def test_drain_rate_counts_busy_time_from_the_first_completion() -> None:
     state, _ = send(state, 10, 0.0)
     for second in range(1, 40):  # 39 s of latency, no completion: not counted as zero drain
         state = observe(state, reading(float(second)), CFG)
-    assert state.rates.drain_den == 0.0
+    assert state.rates.drain.den == 0.0
     t = 40.0
     for i in range(120):  # then 2 pages/s for 60 s
         t = 40.0 + i * 0.5
@@ -728,7 +729,7 @@ def _front_learned(latency_s: float, drain: float) -> GateState:
     """A gate whose front end has shown `latency_s` and whose pages drain at `drain`/s."""
     state = _steady(50, 0)
     state = replace(state, latencies=((1.0, latency_s),), at=1.0, sent_seen=100,
-                    drain_num=drain * 30.0, drain_den=30.0)
+                    drain=Ratio(drain * 30.0, 30.0))
     return state
 
 
@@ -756,7 +757,7 @@ def test_a_reading_holds_a_queue_the_refill_trip_needs(transit_s: float, limit: 
     """16 pages/s, peak 20: the band's top is 16 x (1 s poll + transit), so 24 waiting is
     inside it with a 1 s trip through the front end and 4 over it without one."""
     state = replace(_steady(20, 20, peak=20.0, slow_start=False, acked=0),
-                    area=10.0 * transit_s, entered=10.0, drain_num=16.0 * 30.0, drain_den=30.0)
+                    held=Ratio(10.0 * transit_s, 10.0), drain=Ratio(16.0 * 30.0, 30.0))
     state = observe(state, reading(1.0, running=20, waiting=24, kv=0.5), CFG)
     assert state.concurrency.limit == limit
 
@@ -777,7 +778,7 @@ def test_without_a_rate_or_sends_the_front_end_is_no_signal() -> None:
 ])
 def test_waiting_band_is_the_refill_trip(peak: float, drain: float, band: float
                                                           ) -> None:
-    state = replace(initial_state(0.0, CFG), peak=peak, drain_num=drain * 30.0, drain_den=30.0)
+    state = replace(initial_state(0.0, CFG), peak=peak, drain=Ratio(drain * 30.0, 30.0))
     assert waiting_band(state, CFG) == band
 
 

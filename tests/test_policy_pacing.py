@@ -15,7 +15,7 @@ from pagegate.admission.policy._limit import (
     take,
     whole_tokens,
 )
-from pagegate.admission.policy._signals import Rates
+from pagegate.admission.policy._signals import Rates, Ratio
 
 CFG = GateConfig()
 
@@ -33,7 +33,7 @@ CFG = GateConfig()
 def test_refill_rate_follows_the_drain_above_a_floor(
     drained: float, tuning: GateTuning, expected: float
 ) -> None:
-    assert pace_rate(Rates(drain_num=drained, drain_den=1.0), GateConfig(tuning=tuning)) == expected
+    assert pace_rate(Rates(drain=Ratio(drained, 1.0)), GateConfig(tuning=tuning)) == expected
 
 
 @pytest.mark.parametrize(

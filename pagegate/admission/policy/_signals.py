@@ -22,6 +22,20 @@ from pagegate.server.metrics import Reading
 
 
 @dataclass(frozen=True, slots=True)
+class Ratio:
+    """num / den, both decayed alike: a sample scales both by its decay, then adds to them."""
+
+    num: float = 0.0
+    den: float = 0.0
+
+    def add(self, decay: float, num: float, den: float) -> Ratio:
+        return Ratio(self.num * decay + num, self.den * decay + den)
+
+    def value(self) -> float | None:
+        return self.num / self.den if self.den > 0.0 else None
+
+
+@dataclass(frozen=True, slots=True)
 class Signals:
     reading: Reading | None = None               # the newest good reading
     last_scrape_ok: bool = False                 # False after a failed scrape
@@ -118,8 +132,7 @@ class FrontEnd:
     at: float | None = None                      # time of the last sample
     gap: float = 0.0                             # the gap at the last sample
     sent_seen: int = 0                           # our sends counted up to `at`
-    area: float = 0.0                            # decayed integral of the gap (request-seconds)
-    entered: float = 0.0                         # decayed count of our sends
+    held: Ratio = Ratio()                        # the gap's area (request-seconds) / our sends
     latencies: tuple[tuple[float, float], ...] = ()  # (at, transit), last drain window
 
 
@@ -133,15 +146,15 @@ def fold_front(
 ) -> FrontEnd:
     """One reading's sample: the gap when its scrape started and our sends up to then."""
     if front.at is None or at <= front.at or sent_total < front.sent_seen:
-        return FrontEnd(at, float(gap_now), sent_total, front.area, front.entered, front.latencies)
+        return FrontEnd(at, float(gap_now), sent_total, front.held, front.latencies)
     dt = at - front.at
     decay = math.exp(-dt / (config.tuning.smoothing_polls * config.poll_interval_seconds))
-    area = front.area * decay + 0.5 * (front.gap + gap_now) * dt  # trapezoid between samples
-    entered = front.entered * decay + (sent_total - front.sent_seen)
+    area = 0.5 * (front.gap + gap_now) * dt  # the trapezoid between samples
+    held = front.held.add(decay, area, sent_total - front.sent_seen)
     latencies = tuple((t, w) for t, w in front.latencies if at - t <= config.drain_window_seconds)
-    if entered > 0.0:
-        latencies = (*latencies, (at, area / entered))
-    return FrontEnd(at, float(gap_now), sent_total, area, entered, latencies)
+    if held.den > 0.0:
+        latencies = (*latencies, (at, held.num / held.den))
+    return FrontEnd(at, float(gap_now), sent_total, held, latencies)
 
 
 def front_latency(front: FrontEnd) -> float | None:
@@ -151,7 +164,7 @@ def front_latency(front: FrontEnd) -> float | None:
 
 def transit(front: FrontEnd) -> float:
     """How long a request sent now takes to reach the engine, queueing included (0 unknown)."""
-    return front.area / front.entered if front.entered > 0.0 else 0.0
+    return front.held.value() or 0.0
 
 
 def tolerance(front: FrontEnd, rate: float) -> int | None:
@@ -172,15 +185,12 @@ def excess(gap_now: int, tolerated: int | None) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Rates:
-    drain_num: float = 0.0                       # decayed completions
-    drain_den: float = 0.0                       # decayed busy seconds
+    drain: Ratio = Ratio()                       # completions / busy seconds
+    recent: Ratio = Ratio()                      # the same over smoothing_polls
     drain_at: float | None = None                # time of the last drain sample
     drain_completed: int = 0                     # completions counted up to drain_at
-    latency_num: float = 0.0                     # decayed sum of page latencies
-    latency_den: float = 0.0                     # decayed count of timed completions
-    latency_at: float | None = None
-    recent_num: float = 0.0                      # completions over smoothing_polls
-    recent_den: float = 0.0                      # busy seconds, weighted the same
+    latency: Ratio = Ratio()                     # page latencies / timed completions
+    latency_at: float | None = None              # time of the last timed completion
 
 
 def sample_drain(
@@ -189,43 +199,34 @@ def sample_drain(
     """Fold the completions since the last sample into the drain (one sample per reading)."""
     if rates.drain_at is None:
         return replace(rates, drain_at=at, drain_completed=completed_total)
-    dt = at - rates.drain_at
-    finished = completed_total - rates.drain_completed
-    num, den = rates.drain_num, rates.drain_den
-    recent_num, recent_den = rates.recent_num, rates.recent_den
-    if dt > 0 and completed_total > 0 and (finished > 0 or in_flight > 0):
-        decay = math.exp(-dt / config.drain_window_seconds)
-        num, den = num * decay + finished, den * decay + dt
-        recent = math.exp(-dt / (config.tuning.smoothing_polls * config.poll_interval_seconds))
-        recent_num, recent_den = recent_num * recent + finished, recent_den * recent + dt
-    return replace(
-        rates, drain_num=num, drain_den=den, drain_at=at, drain_completed=completed_total,
-        recent_num=recent_num, recent_den=recent_den,
-    )
+    dt, finished = at - rates.drain_at, completed_total - rates.drain_completed
+    sampled = replace(rates, drain_at=at, drain_completed=completed_total)
+    if not (dt > 0 and completed_total > 0 and (finished > 0 or in_flight > 0)):
+        return sampled
+    decay = math.exp(-dt / config.drain_window_seconds)
+    recent = math.exp(-dt / (config.tuning.smoothing_polls * config.poll_interval_seconds))
+    return replace(sampled, drain=rates.drain.add(decay, finished, dt),
+                   recent=rates.recent.add(recent, finished, dt))
 
 
 def add_latency(rates: Rates, latency: float, now: float, config: GateConfig) -> Rates:
     """Fold one completed page's time in flight into the decayed mean."""
-    num, den = rates.latency_num, rates.latency_den
+    decay = 1.0
     if rates.latency_at is not None and now > rates.latency_at:
         decay = math.exp(-(now - rates.latency_at) / config.drain_window_seconds)
-        num, den = num * decay, den * decay
-    return replace(
-        rates, latency_num=num + max(0.0, latency), latency_den=den + 1.0, latency_at=now
-    )
+    return replace(rates, latency=rates.latency.add(decay, max(0.0, latency), 1.0), latency_at=now)
 
 
 def drain(rates: Rates) -> float:
     """The drain as measured so far, in pages/s (0 before any)."""
-    return rates.drain_num / rates.drain_den if rates.drain_den > 0.0 else 0.0
+    return rates.drain.value() or 0.0
 
 
 def pace_drain(rates: Rates) -> float:
     """The drain pacing follows: the larger of the window's and the last few polls'."""
-    recent = rates.recent_num / rates.recent_den if rates.recent_den > 0.0 else 0.0
-    return max(drain(rates), recent)
+    return max(drain(rates), rates.recent.value() or 0.0)
 
 
 def mean_latency(rates: Rates) -> float | None:
     """Mean time in flight of recently completed pages; None before the first one."""
-    return rates.latency_num / rates.latency_den if rates.latency_den > 0.0 else None
+    return rates.latency.value()
