@@ -91,13 +91,13 @@ def _fixed_units(_original: Any) -> Any:
 
 
 def _window_drain(_original: Any) -> Any:
-    from pagegate.admission.policy import _rates
-    return _rates.drain
+    from pagegate.admission.policy import _signals
+    return _signals.drain
 
 
 def _newest_latency(_original: Any) -> Any:
     def latency(front: Any) -> float | None:
-        if front.entered <= 0.0 or not front.latencies:
+        if front.held.den <= 0.0 or not front.latencies:
             return None
         return float(front.latencies[-1][1])
     return latency
@@ -118,15 +118,15 @@ PARTS: tuple[Part, ...] = (
     Part("token-bucket", "no pacing: pages go as soon as C allows",
          tuning={"pace_min_rate": BIG, "pace_gain": BIG}),
     Part("pace-recent", "the bucket follows the window's drain only",
-         patches=((f"{POLICY}._rates", "pace_drain", _window_drain),)),
+         patches=((f"{POLICY}._signals", "pace_drain", _window_drain),)),
     # the front end
     Part("frontend", "the front end is no signal (no excess, no transit)",
-         patches=((f"{POLICY}._frontend", "excess", _returns(0)),
-                  (f"{POLICY}._frontend", "transit", _returns(0.0)))),
+         patches=((f"{POLICY}._signals", "excess", _returns(0)),
+                  (f"{POLICY}._signals", "transit", _returns(0.0)))),
     Part("frontend-allowance", "the whole front-end gap counts as queue",
-         patches=((f"{POLICY}._frontend", "excess", _whole_gap),)),
+         patches=((f"{POLICY}._signals", "excess", _whole_gap),)),
     Part("frontend-min-filter", "the stage latency is the newest, not the window's lowest",
-         patches=((f"{POLICY}._frontend", "latency", _newest_latency),)),
+         patches=((f"{POLICY}._signals", "front_latency", _newest_latency),)),
     # readings
     Part("ack-clock", "a stale reading pauses dispatch even while pages finish",
          patches=((f"{POLICY}._step", "_ack_clocked", _returns(False)),)),

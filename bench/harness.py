@@ -356,7 +356,8 @@ async def run_client(spec: RunSpec, sim: SimProcess) -> dict[str, Any]:
                 limit: float | None = None
                 credits: float | None = None
                 if strategy.gate is not None:
-                    limit, credits = strategy.gate.state.limit, strategy.gate.state.open_credits
+                    state = strategy.gate.state
+                    limit, credits = state.concurrency.limit, state.units.open_credits
                 elif strategy.olmocr is not None:
                     limit = strategy.olmocr.snapshot()["groups_started"]
                 client_rows.append([round(t, 2), metered.in_flight, len(done_times), limit, credits])

@@ -25,7 +25,7 @@ from pagegate.admission.policy import (
     Scraped,
     ScrapeFailed,
     Tick,
-    _rates,
+    _limit,
     _step,
     _units,
     drain_rate,
@@ -36,6 +36,7 @@ from pagegate.admission.policy import (
     unit_size,
     waiting_band,
 )
+from pagegate.admission.policy._signals import Ratio
 from pagegate.admission.policy._step import decide_release, fold, page_allowance
 from pagegate.server.metrics import Reading
 
@@ -90,16 +91,16 @@ def unavailable(state: GateState, now: float, config: GateConfig) -> bool:
 
 
 def pace_rate(state: GateState, config: GateConfig) -> float:
-    return _rates.pace_rate(state.rates, config)
+    return _limit.pace_rate(state.rates, config)
 
 
 def next_token_at(state: GateState, now: float, config: GateConfig) -> float:
-    return _rates.next_token_at(state.bucket, now, pace_rate(state, config), config)
+    return _limit.next_token_at(state.bucket, now, pace_rate(state, config), config)
 
 
 def replace(state: GateState, **values: Any) -> GateState:
     """dataclasses.replace for a GateState, naming the parts' fields as if they were its
-    own (limit=, credits=, drain_num=...): each value goes to the part that holds it."""
+    own (limit=, credits=, drain=...): each value goes to the part that holds it."""
     changes: dict[str, Any] = {}
     parts: dict[str, dict[str, Any]] = {}
     for name, value in values.items():
@@ -195,7 +196,7 @@ def test_config_defaults_are_olmocrs_rules() -> None:
 def test_small_cap_clamps_the_concurrency_limit() -> None:
     config = GateConfig(max_in_flight_pages=3)
     state = initial_state(0.0, config)
-    assert state.limit == 3
+    assert state.concurrency.limit == 3
     assert config.concurrency_start == 3
 
 
@@ -226,7 +227,7 @@ def test_peak_ratio_rule(peak_running: int, waiting: int, releases: bool) -> Non
 
 def test_peak_is_the_running_maximum_not_waiting() -> None:
     state = observe(initial_state(0.0, CFG), reading(0.0, running=10, waiting=500), CFG)
-    assert state.peak == 10
+    assert state.signals.peak == 10
 
 
 @pytest.mark.parametrize(
@@ -236,13 +237,13 @@ def test_peak_is_the_running_maximum_not_waiting() -> None:
 def test_peak_decays_with_its_half_life(elapsed: float, expected_peak: float) -> None:
     state = observe(initial_state(0.0, CFG), reading(0.0, running=1000), CFG)
     state = observe(state, reading(elapsed, running=0), CFG)
-    assert state.peak == pytest.approx(expected_peak)
+    assert state.signals.peak == pytest.approx(expected_peak)
 
 
 def test_decayed_peak_never_drops_below_current_running() -> None:
     state = observe(initial_state(0.0, CFG), reading(0.0, running=1000), CFG)
     state = observe(state, reading(6000.0, running=64), CFG)
-    assert state.peak == 64
+    assert state.signals.peak == 64
 
 
 def test_an_early_spike_stops_setting_the_threshold_after_it_decays() -> None:
@@ -254,7 +255,7 @@ def test_an_early_spike_stops_setting_the_threshold_after_it_decays() -> None:
     late = state
     for t in range(60, 3601, 60):
         late = observe(late, reading(float(t), running=40, waiting=60), CFG)
-    assert late.peak == pytest.approx(40.0, abs=20.0)
+    assert late.signals.peak == pytest.approx(40.0, abs=20.0)
     assert decide_release(late, 3600.0, CFG).reason is Reason.PEAK_RATIO
 
 
@@ -296,8 +297,8 @@ def test_a_decision_releases_at_most_one_unit_and_the_next_one_waits() -> None:
     state = observe(with_waiters(initial_state(0.0, CFG), 10_000), reading(0.0), CFG)
     decision = decide_release(state, 0.0, CFG)
     state = apply_release(state, decision, 0.0, CFG)
-    assert state.open_credits == decision.pages
-    assert state.units_released == 1
+    assert state.units.open_credits == decision.pages
+    assert state.units.units_released == 1
     again = decide_release(replace(state, credits=()), 0.0, CFG)
     assert not again.release and again.reason is Reason.COOLDOWN
 
@@ -500,7 +501,7 @@ def test_release_when_the_unit_is_used_up_or_the_page_level_has_more_room(
 ) -> None:
     state = observe(initial_state(0.0, CFG), reading(0.0), CFG)
     state = released(with_waiters(state, 10_000), 0.0)
-    assert state.open_credits == 1024
+    assert state.units.open_credits == 1024
     state, units = send(state, 2, 0.0)
     state = on_outcome(state, Outcome.OK, units[0], 1.0, CFG)
     state = observe(state, reading(40.0, running=1, kv=0.95), CFG)  # KV pressure: C holds
@@ -533,9 +534,9 @@ def test_pages_the_server_did_not_finish_return_their_credit(outcome: Outcome, c
     state = observe(initial_state(0.0, CFG), reading(0.0), CFG)
     state = released(with_waiters(state, 1), 0.0)
     state, units = send(state, 1, 0.0)
-    before = state.open_credits
+    before = state.units.open_credits
     state = on_outcome(state, outcome, units[0], 0.1, CFG)
-    assert state.open_credits - before == credit_back
+    assert state.units.open_credits - before == credit_back
     assert state.in_flight == 0
 
 
@@ -551,7 +552,7 @@ def test_waiter_accounting_refuses_to_go_negative() -> None:
 
 def _with_drain(rate: float, busy_seconds: float = 60.0) -> GateState:
     state = initial_state(0.0, CFG)
-    return replace(state, drain_num=rate * busy_seconds, drain_den=busy_seconds)
+    return replace(state, drain=Ratio(rate * busy_seconds, busy_seconds))
 
 
 @pytest.mark.parametrize(("drain", "pages"), [(None, 1024), (2.0, 1024), (4.5, 1024), (27.0, 1620)])
@@ -583,10 +584,10 @@ def test_latency_is_a_decayed_mean_of_completed_pages() -> None:
 def test_pacing_follows_the_drain_from_the_first_completions() -> None:
     state = initial_state(0.0, CFG)
     assert pace_rate(state, CFG) == CFG.tuning.pace_min_rate  # nothing measured: the floor
-    fast = replace(state, drain_num=27.0, drain_den=1.0)  # one busy second, 27 pages
+    fast = replace(state, drain=Ratio(27.0, 1.0))  # one busy second, 27 pages
     assert drain_rate(fast) == pytest.approx(27.0)
     assert pace_rate(fast, CFG) == pytest.approx(4 * 27.0)  # pacing follows it at once
-    slow = replace(state, drain_num=1.0, drain_den=1.0)
+    slow = replace(state, drain=Ratio(1.0, 1.0))
     assert pace_rate(slow, CFG) == CFG.tuning.pace_min_rate
 
 
@@ -596,7 +597,7 @@ def test_drain_rate_counts_busy_time_from_the_first_completion() -> None:
     state, _ = send(state, 10, 0.0)
     for second in range(1, 40):  # 39 s of latency, no completion: not counted as zero drain
         state = observe(state, reading(float(second)), CFG)
-    assert state.rates.drain_den == 0.0
+    assert state.rates.drain.den == 0.0
     t = 40.0
     for i in range(120):  # then 2 pages/s for 60 s
         t = 40.0 + i * 0.5
@@ -662,14 +663,14 @@ def test_concurrency_limit_steering(
 ) -> None:
     state = _steady(limit, in_flight, peak=100.0, slow_start=slow_start)
     state = observe(state, reading(0.0, **r), CFG)  # type: ignore[arg-type]
-    assert state.limit == expected
+    assert state.concurrency.limit == expected
 
 
 def test_additive_growth_on_a_small_limit_is_one_page() -> None:
     config = GateConfig(initial_concurrency=4)
     state = _steady(10, 10, peak=12.0, slow_start=False)
     state = observe(state, reading(1.0, running=10), config)
-    assert state.limit == 11
+    assert state.concurrency.limit == 11
 
 
 def test_a_cut_ends_slow_start() -> None:
@@ -692,7 +693,7 @@ def test_a_queue_the_engine_takes_in_holds_C(
 ) -> None:
     state = replace(_steady(100, 100, peak=float(running_before)), running_seen=running_before)
     state = observe(state, reading(1.0, running=running, waiting=30, kv=kv), CFG)
-    assert (state.limit == 100) is holds
+    assert (state.concurrency.limit == 100) is holds
     assert state.concurrency.slow_start is holds  # a cut ends slow start
     assert state.concurrency.running_seen == running
 
@@ -701,33 +702,34 @@ def test_repeated_readings_of_one_overload_do_not_compound_the_cut() -> None:
     state = _steady(100, 100, peak=100.0, slow_start=False)
     for _ in range(20):  # same instant: the peak (100) does not decay between readings
         state = observe(state, reading(0.0, running=90, waiting=15), CFG)
-    assert state.limit == 93
+    assert state.concurrency.limit == 93
 
 
 def test_preemptions_cut_the_limit_multiplicatively() -> None:
     state = _steady(100, 100, peak=100.0, slow_start=False)
     state = observe(state, reading(1.0, running=100, preemptions=7.0), CFG)
-    assert state.limit == 105  # first sight of the counter is a baseline: room, so growth
+    # first sight of the counter is a baseline: room, so growth
+    assert state.concurrency.limit == 105
     state = observe(replace(state, acked=50), reading(2.0, running=100, preemptions=9.0), CFG)
-    assert state.limit == 90  # 0.9 x the 100 in flight
+    assert state.concurrency.limit == 90  # 0.9 x the 100 in flight
     state = observe(replace(state, acked=50), reading(3.0, running=100, preemptions=9.0), CFG)
-    assert state.limit == 95  # no new preemption: additive growth resumes
+    assert state.concurrency.limit == 95  # no new preemption: additive growth resumes
 
 
 def test_a_preemption_counter_reset_is_not_a_signal() -> None:
     state = _steady(100, 100, peak=100.0, slow_start=False)
     state = observe(state, reading(1.0, running=100, preemptions=50.0), CFG)
-    grown = state.limit
+    grown = state.concurrency.limit
     state = replace(state, acked=50)  # pages came back meanwhile
     state = observe(state, reading(2.0, running=100, preemptions=0.0), CFG)  # server restarted
-    assert state.limit > grown
+    assert state.concurrency.limit > grown
 
 
 def _front_learned(latency_s: float, drain: float) -> GateState:
     """A gate whose front end has shown `latency_s` and whose pages drain at `drain`/s."""
     state = _steady(50, 0)
     state = replace(state, latencies=((1.0, latency_s),), at=1.0, sent_seen=100,
-                    drain_num=drain * 30.0, drain_den=30.0)
+                    drain=Ratio(drain * 30.0, 30.0))
     return state
 
 
@@ -747,7 +749,7 @@ def test_the_front_ends_excess_over_rate_times_latency_counts_as_queue(
     state = _front_learned(0.5, 10.0)
     state = observe(state, reading(1.5, running=running, waiting=waiting), CFG,
                     in_flight_at_scrape=in_flight, sent_at_scrape=105)
-    assert state.queue == queue
+    assert state.signals.queue == queue
 
 
 @pytest.mark.parametrize(("transit_s", "limit"), [(1.0, 20), (0.0, 16)])
@@ -755,17 +757,17 @@ def test_a_reading_holds_a_queue_the_refill_trip_needs(transit_s: float, limit: 
     """16 pages/s, peak 20: the band's top is 16 x (1 s poll + transit), so 24 waiting is
     inside it with a 1 s trip through the front end and 4 over it without one."""
     state = replace(_steady(20, 20, peak=20.0, slow_start=False, acked=0),
-                    area=10.0 * transit_s, entered=10.0, drain_num=16.0 * 30.0, drain_den=30.0)
+                    held=Ratio(10.0 * transit_s, 10.0), drain=Ratio(16.0 * 30.0, 30.0))
     state = observe(state, reading(1.0, running=20, waiting=24, kv=0.5), CFG)
-    assert state.limit == limit
+    assert state.concurrency.limit == limit
 
 
 def test_without_a_rate_or_sends_the_front_end_is_no_signal() -> None:
     state = observe(_steady(50, 0), reading(1.0, running=0), CFG,
                     in_flight_at_scrape=40, sent_at_scrape=40)
-    assert state.queue == 0.0  # nothing completed yet: no rate, no tolerance
+    assert state.signals.queue == 0.0  # nothing completed yet: no rate, no tolerance
     state = observe(_front_learned(0.5, 10.0), reading(1.5, running=0), CFG)
-    assert state.queue == 0.0  # a holder that never calls sent(): no counts
+    assert state.signals.queue == 0.0  # a holder that never calls sent(): no counts
 
 
 @pytest.mark.parametrize(("peak", "drain", "band"), [
@@ -776,7 +778,7 @@ def test_without_a_rate_or_sends_the_front_end_is_no_signal() -> None:
 ])
 def test_waiting_band_is_the_refill_trip(peak: float, drain: float, band: float
                                                           ) -> None:
-    state = replace(initial_state(0.0, CFG), peak=peak, drain_num=drain * 30.0, drain_den=30.0)
+    state = replace(initial_state(0.0, CFG), peak=peak, drain=Ratio(drain * 30.0, 30.0))
     assert waiting_band(state, CFG) == band
 
 
@@ -900,8 +902,8 @@ class Referee:
         self.preemptions += float(preempt)
         self.generated += float(moves)
         at = self.now - age
-        if self.state.reading is not None:
-            at = max(at, self.state.reading.at)
+        if self.state.signals.reading is not None:
+            at = max(at, self.state.signals.reading.at)
         r = reading(
             at,
             waiting=waiting,
@@ -911,10 +913,10 @@ class Referee:
             generated=self.generated,
             healthy=healthy,
         )
-        before = self.state.limit
+        before = self.state.concurrency.limit
         self.in_flight_at_reading = len(self.pages)
         self.step(Scraped(r))
-        grown = self.state.limit - before
+        grown = self.state.concurrency.limit - before
         if grown > 0:  # growth is paid for by pages back (docs/admission.md)
             assert self.back_unspent > 0, "C grew with no page back"
             if kv <= self.config.tuning.kv_signal_floor:  # no KV room: L per page back
@@ -929,7 +931,7 @@ class Referee:
         if not self.pages:
             return
         unit, sent_at = self.pages.pop(index % len(self.pages))
-        if outcome.server_finished and unit == self.state.units_released:
+        if outcome.server_finished and unit == self.state.units.units_released:
             self.latest_unit_done += 1
         self.back_unspent += outcome.server_finished
         if outcome.server_finished:
@@ -942,24 +944,25 @@ class Referee:
     def step(self, event: Any) -> None:
         """One step, then the checks of what it did."""
         config, now, before = self.config, self.now, self.state
-        credits_before = before.open_credits
+        credits_before = before.units.open_credits
         self.state, actions = step(before, event, now, config)
         state, decision = self.state, actions.decision
         admitted = len(actions.admitted)
         if decision.release:
-            r = state.reading
+            r = state.signals.reading
             assert r is not None, "release without a reading"
             assert state.signals.last_scrape_ok, "release right after a failed scrape"
             assert now - r.at <= config.stale_after_seconds, "release on a stale reading"
             assert r.healthy, "release on an unhealthy reading"
-            assert r.waiting <= config.peak_ratio * state.peak, "release above the peak ratio"
+            peak = state.signals.peak
+            assert r.waiting <= config.peak_ratio * peak, "release above the peak ratio"
             if self.releases:
                 # The policy's own arithmetic (last + cooldown), not now - last: in floats
                 # 17.3 - 12.3 is 4.999..., which a 5 s cooldown must not fail on.
                 assert now >= self.releases[-1] + config.cooldown_seconds, "two units in a cooldown"
                 assert self.latest_unit_done > 0, "release before progress"
             waiting_before = state.queued + admitted
-            open_before = state.open_credits + admitted - decision.pages
+            open_before = state.units.open_credits + admitted - decision.pages
             assert waiting_before > open_before, "release without demand"
             assert decision.pages == max(
                 config.unit_pages, math.ceil(2 * drain_rate(state) * config.cooldown_seconds))
@@ -967,14 +970,14 @@ class Referee:
             self.latest_unit_done = 0
         else:
             self.holds.add(decision.reason)
-            assert state.open_credits == credits_before - admitted + (
+            assert state.units.open_credits == credits_before - admitted + (
                 isinstance(event, Finished) and not event.outcome.server_finished), "credits moved"
         if admitted:
             assert actions.paused is None, "page sent while paused"
         for unit in actions.admitted:
             self.pages.append((unit, now))
             self.queued -= 1
-        r = state.reading
+        r = state.signals.reading
         if admitted and r is not None and now - r.at > config.stale_after_seconds:
             # On a stale reading, pages only replace pages that came back (the ACK clock).
             self.sent_on_stale += admitted
@@ -983,7 +986,7 @@ class Referee:
             assert state.in_flight <= self.in_flight_at_reading, "stale, yet more in flight"
         assert not actions.unavailable  # MACHINE_CONFIG never gives up on the server
         self.peak_in_flight = max(self.peak_in_flight, state.in_flight)
-        self.peak_limit = max(self.peak_limit, state.limit)
+        self.peak_limit = max(self.peak_limit, state.concurrency.limit)
         assert actions.wake_at is None or actions.wake_at > now, "a wake-up in the past would spin"
         # Nothing waits that may go: every step admits all the pages it may.
         assert page_allowance(state, now, config) == 0, "a page left waiting that may go"
@@ -995,8 +998,8 @@ class Referee:
         assert all(n > 0 for _, n in state.units.credits)
         assert [u for u, _ in state.units.credits] == sorted({u for u, _ in state.units.credits})
         assert state.in_flight <= config.max_in_flight_pages
-        assert config.concurrency_start <= state.limit <= config.max_in_flight_pages
-        assert state.peak >= 0.0
+        assert config.concurrency_start <= state.concurrency.limit <= config.max_in_flight_pages
+        assert state.signals.peak >= 0.0
 
 
 class GateMachine(RuleBasedStateMachine):

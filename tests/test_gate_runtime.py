@@ -139,7 +139,7 @@ def test_fifty_waiters_and_a_flip_to_low_release_exactly_one_unit() -> None:
             metrics.waiting = 0  # the flip: every waiter sees it at once
             await clock.advance(1.0)
             assert gate.snapshot()["releases"] == 1
-            assert gate.state.open_credits + gate.state.admitted_total == 5
+            assert gate.state.units.open_credits + gate.state.admitted_total == 5
             for _ in range(3):
                 await clock.advance(1.0)
             # C (4) grows only as pages come back: the unit's fifth page waits for the
@@ -164,7 +164,7 @@ def test_fifty_waiters_and_a_flip_to_low_release_exactly_one_unit() -> None:
             assert snap["releases"] == 2
             assert snap["last_release_pages"] == math.ceil(2 * snap["last_release_drain"] * 30.0) > 5
             in_flight = gate.state.in_flight
-            assert in_flight == gate.state.limit > 4
+            assert in_flight == gate.state.concurrency.limit > 4
             assert workers.admitted == list(range(5 + in_flight))
             workers.finish(5)
             await clock.advance(1.0)
@@ -289,11 +289,11 @@ def test_permit_outcomes_on_success_error_capacity_and_explicit_finish() -> None
             with pytest.raises(ValueError):
                 async with gate.slot("g"):
                     raise ValueError("unparseable reply")
-            credits = gate.state.open_credits
+            credits = gate.state.units.open_credits
             with pytest.raises(CapacityError):
                 async with gate.slot("g"):
                     raise CapacityError("503", status=503)
-            assert gate.state.open_credits == credits  # the credit came back
+            assert gate.state.units.open_credits == credits  # the credit came back
             async with gate.slot("g") as permit:
                 permit.finish(Outcome.CONTENT)
             snap = gate.snapshot()
@@ -370,7 +370,7 @@ def test_a_waiter_cancelled_as_it_is_admitted_gives_the_page_back() -> None:
             assert workers.admitted == []
             assert gate.state.in_flight == 0
             assert gate.state.queued == 0
-            assert gate.state.open_credits == 4  # the credit went back to the unit
+            assert gate.state.units.open_credits == 4  # the credit went back to the unit
             assert gate.snapshot()["outcomes"]["cancelled"] == 1
 
     run(scenario)
@@ -607,7 +607,7 @@ def test_a_hung_engine_with_calm_gauges_gets_no_more_pages_until_pages_come_back
                 workers.finish(*range(finished, admitted))
                 finished = admitted
             await clock.advance(1.0)
-            assert gate.state.limit > 8  # C grew on the pages that came back
+            assert gate.state.concurrency.limit > 8  # C grew on the pages that came back
 
             stall_start = len(workers.admitted)
             await clock.advance(3.0)  # the stall's first 3 s: C's room is used up
@@ -615,13 +615,13 @@ def test_a_hung_engine_with_calm_gauges_gets_no_more_pages_until_pages_come_back
             for _ in range(9):  # 9 more calm seconds, nothing back
                 await clock.advance(1.0)
             assert len(workers.admitted) == after_three  # not one page more
-            assert after_three - stall_start <= gate.state.limit
+            assert after_three - stall_start <= gate.state.concurrency.limit
 
-            limit = gate.state.limit
+            limit = gate.state.concurrency.limit
             workers.finish(*range(finished, finished + 10))  # the engine answers again
             await clock.advance(1.0)
             await clock.advance(1.0)
-            assert gate.state.limit > limit
+            assert gate.state.concurrency.limit > limit
             assert len(workers.admitted) > after_three
             await workers.stop()
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from pagegate.admission.policy import GateConfig
-from pagegate.admission.policy._frontend import (
+from pagegate.admission.policy._signals import (
     FrontEnd,
     excess,
-    fold,
+    fold_front,
+    front_latency,
     gap,
-    latency,
     tolerance,
     transit,
 )
@@ -26,7 +26,7 @@ def stream(gaps: list[int], sends_per_poll: int, *, start: FrontEnd | None = Non
     front = start or FrontEnd()
     sent = front.sent_seen + (sends_per_poll if front.at is not None else 0)
     for k, g in enumerate(gaps):
-        front = fold(front, t0 + k * config.poll_interval_seconds, g, sent, config)
+        front = fold_front(front, t0 + k * config.poll_interval_seconds, g, sent, config)
         sent += sends_per_poll
     return front
 
@@ -59,24 +59,24 @@ def test_the_stage_latency_is_littles_law_over_the_gap(
     gap_held: int, sends_per_poll: int, expected: float
 ) -> None:
     front = stream([gap_held] * 10, sends_per_poll)
-    assert latency(front) == pytest.approx(expected)
+    assert front_latency(front) == pytest.approx(expected)
 
 
 def test_transit_is_the_newest_latency_queueing_included() -> None:
     """Unlike the estimate without queues (the minimum), a refill's transit time is what
     a request sent now takes: it rises with a queue in the stage at once."""
-    assert transit(FrontEnd(), CFG) == 0.0                        # nothing measured yet
+    assert transit(FrontEnd()) == 0.0                        # nothing measured yet
     front = stream([5] * 20, 10)
-    assert transit(front, CFG) == pytest.approx(0.5, rel=0.05)
+    assert transit(front) == pytest.approx(0.5, rel=0.05)
     front = stream([20] * 20, 10, start=front, t0=20.0)
-    assert transit(front, CFG) == pytest.approx(2.0, rel=0.05)    # queued: 2 s to the engine
-    assert latency(front) == pytest.approx(0.5)                   # the pipeline's own, as before
+    assert transit(front) == pytest.approx(2.0, rel=0.05)    # queued: 2 s to the engine
+    assert front_latency(front) == pytest.approx(0.5)                   # the pipeline's own, as before
 
 
 def test_no_latency_before_requests_enter_the_stage() -> None:
-    assert latency(FrontEnd()) is None
-    assert latency(stream([0, 0, 0], 0)) is None  # readings, but nothing sent
-    assert latency(stream([3], 10)) is None  # one reading: no interval yet
+    assert front_latency(FrontEnd()) is None
+    assert front_latency(stream([0, 0, 0], 0)) is None  # readings, but nothing sent
+    assert front_latency(stream([3], 10)) is None  # one reading: no interval yet
 
 
 def test_the_latency_is_the_lowest_over_the_drain_window() -> None:
@@ -84,9 +84,9 @@ def test_the_latency_is_the_lowest_over_the_drain_window() -> None:
     and forgets it only after a drain window of higher ones."""
     front = stream([5] * 5, 10)                                   # 0.5 s
     front = stream([20] * 30, 10, start=front, t0=5.0)            # 2.0 s: queued
-    assert latency(front) == pytest.approx(0.5)
+    assert front_latency(front) == pytest.approx(0.5)
     front = stream([20] * 90, 10, start=front, t0=35.0)           # > 60 s after the low ones
-    assert latency(front) == pytest.approx(2.0)
+    assert front_latency(front) == pytest.approx(2.0)
 
 
 @pytest.mark.parametrize(
@@ -128,6 +128,6 @@ def test_only_the_excess_counts_as_queue(gap_now: int, tolerated: int | None, ex
 
 def test_a_counter_that_went_back_restarts_the_samples() -> None:
     front = stream([5] * 5, 10)
-    restarted = fold(front, 10.0, 5, 0, CFG)  # a new OnTheWire (another gate) started at 0
+    restarted = fold_front(front, 10.0, 5, 0, CFG)  # a new OnTheWire (another gate) started at 0
     assert restarted.sent_seen == 0
-    assert latency(restarted) == latency(front)
+    assert front_latency(restarted) == front_latency(front)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pagegate.admission.policy import GateConfig, GateTuning
-from pagegate.admission.policy._rates import (
+from pagegate.admission.policy._limit import (
     Bucket,
-    Rates,
     _capacity,
     _level,
     full_bucket,
@@ -16,6 +15,7 @@ from pagegate.admission.policy._rates import (
     take,
     whole_tokens,
 )
+from pagegate.admission.policy._signals import Rates, Ratio
 
 CFG = GateConfig()
 
@@ -33,7 +33,7 @@ CFG = GateConfig()
 def test_refill_rate_follows_the_drain_above_a_floor(
     drained: float, tuning: GateTuning, expected: float
 ) -> None:
-    assert pace_rate(Rates(drain_num=drained, drain_den=1.0), GateConfig(tuning=tuning)) == expected
+    assert pace_rate(Rates(drain=Ratio(drained, 1.0)), GateConfig(tuning=tuning)) == expected
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,9 @@ import math
 import pytest
 
 from pagegate.admission.policy import GateConfig
-from pagegate.admission.policy._rates import (
+from pagegate.admission.policy._signals import (
     Rates,
+    Ratio,
     add_latency,
     drain,
     mean_latency,
@@ -33,15 +34,15 @@ CFG = GateConfig()
 def test_the_drain_counts_busy_time_from_the_first_completion(
     completed_before: int, completed: int, in_flight: int, dt: float, counted: bool
 ) -> None:
-    start = Rates(drain_num=6.0, drain_den=10.0, drain_at=0.0, drain_completed=completed_before)
+    start = Rates(drain=Ratio(6.0, 10.0), drain_at=0.0, drain_completed=completed_before)
     after = sample_drain(start, dt, completed, in_flight, CFG)
     assert (after.drain_at, after.drain_completed) == (dt, completed)
     if counted:
         decay = math.exp(-dt / 60.0)
-        assert after.drain_num == pytest.approx(6.0 * decay + completed - completed_before)
-        assert after.drain_den == pytest.approx(10.0 * decay + dt)
+        assert after.drain.num == pytest.approx(6.0 * decay + completed - completed_before)
+        assert after.drain.den == pytest.approx(10.0 * decay + dt)
     else:
-        assert (after.drain_num, after.drain_den) == (6.0, 10.0)
+        assert after.drain == Ratio(6.0, 10.0)
 
 
 def test_the_first_sample_only_starts_the_clock() -> None:
@@ -49,7 +50,7 @@ def test_the_first_sample_only_starts_the_clock() -> None:
 
 
 def test_the_drain_is_completions_per_busy_second() -> None:
-    assert drain(Rates(drain_num=30.0, drain_den=10.0)) == pytest.approx(3.0)
+    assert drain(Rates(drain=Ratio(30.0, 10.0))) == pytest.approx(3.0)
     assert drain(Rates()) == 0.0
 
 
@@ -63,7 +64,7 @@ def test_pacing_follows_the_last_polls_drain_in_a_ramp() -> None:
     now = 2 ** (30 / 5)                                  # 64 pages/s in the last second
     assert drain(rates) < 0.4 * now
     assert 0.7 * now < pace_drain(rates) <= now          # three polls' weight: ~3/4 of it
-    assert pace_drain(Rates(drain_num=30.0, drain_den=10.0)) == pytest.approx(3.0)  # never below
+    assert pace_drain(Rates(drain=Ratio(30.0, 10.0))) == pytest.approx(3.0)  # never below
     assert pace_drain(Rates()) == 0.0
 
 

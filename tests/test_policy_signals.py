@@ -11,7 +11,7 @@ from pagegate.admission.policy._signals import (
     Signals,
     fold,
     out_of_order,
-    pause_reason,
+    reading_pause,
     release_hold,
     stalled,
     usable,
@@ -110,7 +110,7 @@ def test_stall_is_work_without_tokens_for_a_drain_window(
                    reading(last_at, running=running, generated=generated), config=config)
     assert stalled(signals, config) is is_stalled
     assert usable(signals, config) is not is_stalled
-    assert (pause_reason(signals, last_at, config) is Reason.STALLED) is is_stalled
+    assert (reading_pause(signals, last_at, config) is Reason.STALLED) is is_stalled
 
 
 @pytest.mark.parametrize(
@@ -127,7 +127,7 @@ def test_stall_is_work_without_tokens_for_a_drain_window(
 def test_pause_and_release_holds(
     signals: Signals, now: float, pause: Reason | None, release: Reason | None
 ) -> None:
-    assert pause_reason(signals, now, CFG) is pause
+    assert reading_pause(signals, now, CFG) is pause
     assert release_hold(signals, now, CFG) is release
 
 

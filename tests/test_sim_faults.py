@@ -52,7 +52,7 @@ async def gate(site: Site) -> AsyncIterator[Opened]:
     poller = MetricsPoller(site.metrics_url, timeout_seconds=cfg.scrape_timeout_seconds,
                            clock=site.clock, client=site.http)
     async with Gate(cfg, poller, site.clock) as g:
-        yield Opened(g, limit=lambda: g.state.limit)
+        yield Opened(g, limit=lambda: g.state.concurrency.limit)
 
 
 def fixed(n: int) -> Strategy:

@@ -238,7 +238,7 @@ class Gate:
         decision = actions.decision
         self._decision = decision
         if decision.release:
-            reading = self._state.reading
+            reading = self._state.signals.reading
             assert reading is not None  # a release always rests on a reading
             self._last_release = Release(now, decision.pages, reading, drain_rate(self._state))
             logger.info("%s", release_line(self._state, self.config, self._last_release))
@@ -311,8 +311,9 @@ class Gate:
     def __repr__(self) -> str:
         s = self._state
         return (
-            f"Gate(in_flight={s.in_flight}, queued={s.queued}, C={s.limit}, "
-            f"credits={s.open_credits}, releases={s.units_released}, peak={s.peak:.1f})"
+            f"Gate(in_flight={s.in_flight}, queued={s.queued}, C={s.concurrency.limit}, "
+            f"credits={s.units.open_credits}, releases={s.units.units_released}, "
+            f"peak={s.signals.peak:.1f})"
         )
 
 

@@ -50,9 +50,9 @@ def release_line(state: GateState, config: GateConfig, release: Release) -> str:
     """The log line of a release, with the reading that justified it."""
     r = release.reading
     return (
-        f"release {state.units_released}: unit of {release.pages} pages; waiting={r.waiting} "
-        f"running={r.running} kv={r.kv_usage:.2f} peak={state.peak:.1f} "
-        f"(threshold {config.peak_ratio * state.peak:.1f}) C={state.limit} "
+        f"release {state.units.units_released}: unit of {release.pages} pages; waiting={r.waiting} "
+        f"running={r.running} kv={r.kv_usage:.2f} peak={state.signals.peak:.1f} "
+        f"(threshold {config.peak_ratio * state.signals.peak:.1f}) C={state.concurrency.limit} "
         f"in_flight={state.in_flight} queued={state.queued} "
         f"drain={release.drain:.2f} pages/s"
     )
@@ -63,9 +63,9 @@ def gate_signals(state: GateState, config: GateConfig, now: float) -> AdmissionS
     return AdmissionSignals(
         in_flight=state.in_flight,
         queued=state.queued,
-        limit=state.limit,
+        limit=state.concurrency.limit,
         paused=None if paused is None else str(paused),
-        reading_at=None if state.reading is None else state.reading.at,
+        reading_at=None if state.signals.reading is None else state.signals.reading.at,
     )
 
 
@@ -82,21 +82,21 @@ def gate_snapshot(
         "admitted": state.admitted_total,
         "completed": state.completed_total,
         "outcomes": dict(counts.outcomes),
-        "open_credits": state.open_credits,
-        "concurrency_limit": state.limit,
+        "open_credits": state.units.open_credits,
+        "concurrency_limit": state.concurrency.limit,
         "slow_start": state.concurrency.slow_start,
         "limit_case": str(state.concurrency.case),
-        "peak": state.peak,
-        "release_threshold": config.peak_ratio * state.peak,
+        "peak": state.signals.peak,
+        "release_threshold": config.peak_ratio * state.signals.peak,
         "waiting_band": waiting_band(state, config),
-        "queue_estimate": state.queue,
+        "queue_estimate": state.signals.queue,
         "frontend_latency": frontend_latency(state),
         "frontend_tolerance": frontend_tolerance(state),
         "drain_rate": drain_rate(state),
         "mean_latency": mean_latency(state),
         "next_unit_pages": unit_size(state, config),
-        "last_reading": None if state.reading is None else asdict(state.reading),
-        "releases": state.units_released,
+        "last_reading": None if state.signals.reading is None else asdict(state.signals.reading),
+        "releases": state.units.units_released,
         "last_release_at": None if release is None else release.at,
         "last_release_pages": None if release is None else release.pages,
         "last_release_drain": None if release is None else release.drain,

@@ -4,7 +4,7 @@ The task only scrapes and delivers each result as an event to the gate's `step`.
 delivered as a failure, never as a zero reading.
 
 Each scrape carries our count of requests on the wire when it started and how many we
-had sent in all by then, for the front end as a pipeline stage (policy/_frontend.py: our
+had sent in all by then, for the front end as a pipeline stage (policy/_signals.py: our
 requests the engine does not count yet, and how long they take to reach it). A holder
 calls `permit.sent()` right before its HTTP request, so pages still rendering inside
 their permit are not on the wire. A holder that never calls `sent()` gives no front-end

@@ -35,7 +35,7 @@ def gate(config: GateConfig | None = None) -> Strategy:
         poller = MetricsPoller(site.metrics_url, timeout_seconds=settings.scrape_timeout_seconds,
                                clock=site.clock, client=site.http)
         async with Gate(settings, poller, site.clock) as the_gate:
-            yield Opened(the_gate, limit=lambda: float(the_gate.state.limit))
+            yield Opened(the_gate, limit=lambda: float(the_gate.state.concurrency.limit))
 
     return open_gate
 

@@ -8,6 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+SLACK = 1e-9
+"""Float arithmetic may leave 7.9999999 where 8 is meant: count it as the whole number."""
+
 
 class GateTuning(NamedTuple):
     """The controller's constants. A user never sets them; tests scale them down.
@@ -32,8 +35,8 @@ class GateTuning(NamedTuple):
         below_one = ("kv_signal_floor", "preemption_backoff")
         up_to_one = ("far_below_share", "excess_cut_share")
         positive = ("smoothing_polls", "pace_min_rate")
-        at_least = {"waiting_band_min": 0.0, "additive_growth_fraction": 0.0, "slow_start_per_completion": 1.0,
-                    "pace_gain": 1.0}
+        at_least = {"waiting_band_min": 0.0, "additive_growth_fraction": 0.0,
+                    "slow_start_per_completion": 1.0, "pace_gain": 1.0}
         values = self._asdict()
         return (
             [f"{name} must be in (0, 1)" for name in below_one if not 0.0 < values[name] < 1.0]
@@ -46,7 +49,7 @@ class GateTuning(NamedTuple):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GateConfig:
-    """What a user sets: the AdmissionGate Block's fields. Defaults are olmOCR's where it had one."""
+    """What a user sets: the AdmissionGate Block's fields; olmOCR's defaults where it had one."""
 
     # The four user rules (olmOCR's values).
     peak_ratio: float = 0.1

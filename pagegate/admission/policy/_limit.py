@@ -1,7 +1,11 @@
-"""The adaptive concurrency limit C: how many credited pages may be in flight.
+"""How many credited pages may be in flight (the adaptive limit C), and how fast they may
+go (the token bucket).
 
 C steers the server's queue to a small band on each usable reading (`update`); it starts
 at `initial_concurrency`, never falls below it, and never passes `max_in_flight_pages`.
+
+pace = max(pace_min_rate, pace_gain x max(drain, recent)) tokens/s, holding one poll's
+       worth and never fewer than C's start; a page in flight takes a token
 """
 
 from __future__ import annotations
@@ -10,11 +14,10 @@ import enum
 import math
 from dataclasses import dataclass, replace
 
-from pagegate.admission.policy._config import GateConfig
+from pagegate.admission.policy import _signals
+from pagegate.admission.policy._config import SLACK, GateConfig
+from pagegate.admission.policy._signals import Rates
 from pagegate.server.metrics import Reading
-
-FLOAT_SLACK = 1e-9
-"""Float arithmetic may leave 7.9999999 where 8 is meant; count it as the whole number."""
 
 
 class Case(enum.StrEnum):
@@ -58,7 +61,8 @@ def update(
     SLOW_START  q < band, acked > 0, in slow start or C < far_below_share x peak:
                                       C' = C + min(C, KV room, or slow_start_per_completion x acked
                                                    where KV use < kv_signal_floor)
-    ADDITIVE    q < band, acked > 0:  C' = C + min(acked, max(1, ceil(additive_growth_fraction x C)))
+    ADDITIVE    q < band, acked > 0:  C' = C + min(acked,
+                                                   max(1, ceil(additive_growth_fraction x C)))
     HOLD        otherwise:            C' = C  (a queue the engine is taking in is not cut)
     then, while the mean page latency > page_latency_limit: C' = min(C', C, ceil(drain x limit)),
     and C' within [initial_concurrency, max_in_flight_pages].
@@ -80,7 +84,7 @@ def update(
         if slow_start or _far_below_peak(limit, peak, config):
             room = _kv_room(reading, config)
             if room is None:
-                room = math.floor(acked * tuning.slow_start_per_completion + FLOAT_SLACK)
+                room = math.floor(acked * tuning.slow_start_per_completion + SLACK)
             limit, case = limit + min(limit, room), Case.SLOW_START
         else:
             limit += min(acked, max(1, math.ceil(limit * tuning.additive_growth_fraction)))
@@ -108,7 +112,7 @@ def _first_estimate(c: Concurrency, reading: Reading, config: GateConfig) -> Con
     c = replace(c, estimated=True)
     if reading.kv_max_concurrency is None:
         return c
-    held = math.floor(reading.kv_max_concurrency * config.kv_cache_ceiling + FLOAT_SLACK)
+    held = math.floor(reading.kv_max_concurrency * config.kv_cache_ceiling + SLACK)
     return c if held <= c.limit else _clamped(c, held, c.slow_start, config)
 
 
@@ -118,7 +122,7 @@ def _kv_room(reading: Reading, config: GateConfig) -> int | None:
     kv, running = reading.kv_usage, reading.running
     if kv <= config.tuning.kv_signal_floor or running <= 0:
         return None
-    return max(1, math.floor(running * (config.kv_cache_ceiling - kv) / kv + FLOAT_SLACK))
+    return max(1, math.floor(running * (config.kv_cache_ceiling - kv) / kv + SLACK))
 
 
 def room(c: Concurrency, in_flight: int, config: GateConfig) -> int:
@@ -129,3 +133,44 @@ def room(c: Concurrency, in_flight: int, config: GateConfig) -> int:
 def _clamped(c: Concurrency, limit: int, slow_start: bool, config: GateConfig) -> Concurrency:
     limit = min(config.max_in_flight_pages, max(config.concurrency_start, limit))
     return replace(c, limit=limit, slow_start=slow_start)
+
+
+# ------------------------------------------------------------------ the token bucket
+
+
+@dataclass(frozen=True, slots=True)
+class Bucket:
+    tokens: float                                # level at `at`
+    at: float
+
+
+def pace_rate(rates: Rates, config: GateConfig) -> float:
+    """The bucket's refill rate in pages/s."""
+    return max(config.tuning.pace_min_rate, config.tuning.pace_gain * _signals.pace_drain(rates))
+
+
+def _capacity(refill: float, config: GateConfig) -> float:
+    return max(float(config.concurrency_start), refill * config.poll_interval_seconds)
+
+
+def full_bucket(now: float, config: GateConfig) -> Bucket:
+    return Bucket(_capacity(config.tuning.pace_min_rate, config), now)
+
+
+def _level(bucket: Bucket, now: float, refill: float, config: GateConfig) -> float:
+    return min(_capacity(refill, config), bucket.tokens + refill * max(0.0, now - bucket.at))
+
+
+def whole_tokens(bucket: Bucket, now: float, refill: float, config: GateConfig) -> int:
+    return math.floor(_level(bucket, now, refill, config) + SLACK)
+
+
+def next_token_at(bucket: Bucket, now: float, refill: float, config: GateConfig) -> float:
+    """When the bucket next holds a whole token."""
+    missing = 1.0 - _level(bucket, now, refill, config)
+    return now if missing <= SLACK else now + missing / refill
+
+
+def take(bucket: Bucket, now: float, refill: float, config: GateConfig) -> Bucket:
+    """One page goes in flight."""
+    return Bucket(max(0.0, _level(bucket, now, refill, config) - 1.0), now)

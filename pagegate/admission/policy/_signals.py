@@ -1,16 +1,38 @@
-"""What the readings say: the peak, the queue, freshness and stalls.
+"""What the gate measures: the readings, the front end, the drain and the page latency.
 
-peak = max(running, peak x 0.5^(dt / peak_half_life))
-queue = backlog (waiting for capacity, else all waiting) + the front end's excess
+peak      = max(running, peak x 0.5^(dt / peak_half_life))
+queue     = backlog (waiting for capacity, else all waiting) + the front end's excess
+gap       = our requests on the wire - (running + waiting)
+transit   = area under the gap / our sends, both decayed over smoothing_polls
+latency   = the lowest transit over the last drain window (the stage without a queue)
+tolerance = ceil(drain x latency);  excess = max(0, gap - tolerance)
+drain     = completions / busy seconds, both decayed over drain_window_seconds (busy: something
+            in flight or finished; sampling starts at the first completion)
+recent    = the same over smoothing_polls polls
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
-from pagegate.admission.policy._config import GateConfig
+from pagegate.admission.policy._config import SLACK, GateConfig
 from pagegate.admission.policy._units import Reason
 from pagegate.server.metrics import Reading
+
+
+@dataclass(frozen=True, slots=True)
+class Ratio:
+    """num / den, both decayed alike: a sample scales both by its decay, then adds to them."""
+
+    num: float = 0.0
+    den: float = 0.0
+
+    def add(self, decay: float, num: float, den: float) -> Ratio:
+        return Ratio(self.num * decay + num, self.den * decay + den)
+
+    def value(self) -> float | None:
+        return self.num / self.den if self.den > 0.0 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +44,7 @@ class Signals:
     queue: float = 0.0                           # backlog + front-end excess, last reading
     preemptions_seen: float | None = None
     generation_seen: float | None = None
-    generation_moved_at: float | None = None
+    generation_moved_at: float | None = None     # when generated tokens last moved, or idle
 
 
 def out_of_order(signals: Signals, reading: Reading) -> bool:
@@ -44,6 +66,8 @@ def fold(
         and signals.preemptions_seen is not None
         and reading.preemptions_total > signals.preemptions_seen
     )
+    generated = reading.generation_tokens_total
+    flat = generated == signals.generation_seen and reading.running + reading.waiting != 0
     signals = Signals(
         reading=reading,
         last_scrape_ok=True,
@@ -51,22 +75,14 @@ def fold(
         peak=peak,
         queue=float(reading.backlog + max(0, front_excess)),
         preemptions_seen=reading.preemptions_total,
-        **_generation(signals, reading),
+        generation_seen=generated,
+        generation_moved_at=(
+            None if generated is None else signals.generation_moved_at if flat else reading.at
+        ),
     )
     if usable(signals, config):
         signals = replace(signals, last_usable_at=reading.at)
     return signals, preempted
-
-
-def _generation(signals: Signals, reading: Reading) -> dict[str, float | None]:
-    """When generated tokens last moved (or the server was idle)."""
-    generated = reading.generation_tokens_total
-    if generated is None:
-        return {"generation_seen": None, "generation_moved_at": None}
-    idle = reading.running + reading.waiting == 0
-    moved = signals.generation_seen is None or generated != signals.generation_seen or idle
-    return {"generation_seen": generated,
-            "generation_moved_at": reading.at if moved else signals.generation_moved_at}
 
 
 def stalled(signals: Signals, config: GateConfig) -> bool:
@@ -87,7 +103,7 @@ def stale(signals: Signals, now: float, config: GateConfig) -> bool:
     return signals.reading is None or now - signals.reading.at > config.stale_after_seconds
 
 
-def pause_reason(signals: Signals, now: float, config: GateConfig) -> Reason | None:
+def reading_pause(signals: Signals, now: float, config: GateConfig) -> Reason | None:
     """Why the readings pause page dispatch now (one failed scrape on a fresh reading does not)."""
     reading = signals.reading
     if reading is None:
@@ -105,4 +121,112 @@ def release_hold(signals: Signals, now: float, config: GateConfig) -> Reason | N
     """Why the readings forbid a release: dispatch must be open and the last scrape good."""
     if signals.reading is not None and not signals.last_scrape_ok:
         return Reason.SCRAPE_FAILED
-    return pause_reason(signals, now, config)
+    return reading_pause(signals, now, config)
+
+
+# ------------------------------------------------------------------ the front end
+
+
+@dataclass(frozen=True, slots=True)
+class FrontEnd:
+    at: float | None = None                      # time of the last sample
+    gap: float = 0.0                             # the gap at the last sample
+    sent_seen: int = 0                           # our sends counted up to `at`
+    held: Ratio = Ratio()                        # the gap's area (request-seconds) / our sends
+    latencies: tuple[tuple[float, float], ...] = ()  # (at, transit), last drain window
+
+
+def gap(on_wire: int, reading: Reading) -> int:
+    """Our requests the engine does not count yet (0 when it counts more: other tenants)."""
+    return max(0, on_wire - (reading.running + reading.waiting))
+
+
+def fold_front(
+    front: FrontEnd, at: float, gap_now: int, sent_total: int, config: GateConfig
+) -> FrontEnd:
+    """One reading's sample: the gap when its scrape started and our sends up to then."""
+    if front.at is None or at <= front.at or sent_total < front.sent_seen:
+        return FrontEnd(at, float(gap_now), sent_total, front.held, front.latencies)
+    dt = at - front.at
+    decay = math.exp(-dt / (config.tuning.smoothing_polls * config.poll_interval_seconds))
+    area = 0.5 * (front.gap + gap_now) * dt  # the trapezoid between samples
+    held = front.held.add(decay, area, sent_total - front.sent_seen)
+    latencies = tuple((t, w) for t, w in front.latencies if at - t <= config.drain_window_seconds)
+    if held.den > 0.0:
+        latencies = (*latencies, (at, held.num / held.den))
+    return FrontEnd(at, float(gap_now), sent_total, held, latencies)
+
+
+def front_latency(front: FrontEnd) -> float | None:
+    """The stage's latency without a queue: the lowest transit over the drain window."""
+    return min((w for _, w in front.latencies), default=None)
+
+
+def transit(front: FrontEnd) -> float:
+    """How long a request sent now takes to reach the engine, queueing included (0 unknown)."""
+    return front.held.value() or 0.0
+
+
+def tolerance(front: FrontEnd, rate: float) -> int | None:
+    """Requests the stage holds at `rate` pages/s without a queue (None: not known yet)."""
+    stage = front_latency(front)
+    if stage is None or rate <= 0.0:
+        return None
+    return max(0, math.ceil(rate * stage - SLACK))
+
+
+def excess(gap_now: int, tolerated: int | None) -> int:
+    """The part of the gap that is a queue in the front end."""
+    return 0 if tolerated is None else max(0, gap_now - tolerated)
+
+
+# ------------------------------------------------------------------ the drain and latency
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    drain: Ratio = Ratio()                       # completions / busy seconds
+    recent: Ratio = Ratio()                      # the same over smoothing_polls
+    drain_at: float | None = None                # time of the last drain sample
+    drain_completed: int = 0                     # completions counted up to drain_at
+    latency: Ratio = Ratio()                     # page latencies / timed completions
+    latency_at: float | None = None              # time of the last timed completion
+
+
+def sample_drain(
+    rates: Rates, at: float, completed_total: int, in_flight: int, config: GateConfig
+) -> Rates:
+    """Fold the completions since the last sample into the drain (one sample per reading)."""
+    if rates.drain_at is None:
+        return replace(rates, drain_at=at, drain_completed=completed_total)
+    dt, finished = at - rates.drain_at, completed_total - rates.drain_completed
+    sampled = replace(rates, drain_at=at, drain_completed=completed_total)
+    if not (dt > 0 and completed_total > 0 and (finished > 0 or in_flight > 0)):
+        return sampled
+    decay = math.exp(-dt / config.drain_window_seconds)
+    recent = math.exp(-dt / (config.tuning.smoothing_polls * config.poll_interval_seconds))
+    return replace(sampled, drain=rates.drain.add(decay, finished, dt),
+                   recent=rates.recent.add(recent, finished, dt))
+
+
+def add_latency(rates: Rates, latency: float, now: float, config: GateConfig) -> Rates:
+    """Fold one completed page's time in flight into the decayed mean."""
+    decay = 1.0
+    if rates.latency_at is not None and now > rates.latency_at:
+        decay = math.exp(-(now - rates.latency_at) / config.drain_window_seconds)
+    return replace(rates, latency=rates.latency.add(decay, max(0.0, latency), 1.0), latency_at=now)
+
+
+def drain(rates: Rates) -> float:
+    """The drain as measured so far, in pages/s (0 before any)."""
+    return rates.drain.value() or 0.0
+
+
+def pace_drain(rates: Rates) -> float:
+    """The drain pacing follows: the larger of the window's and the last few polls'."""
+    return max(drain(rates), rates.recent.value() or 0.0)
+
+
+def mean_latency(rates: Rates) -> float | None:
+    """Mean time in flight of recently completed pages; None before the first one."""
+    return rates.latency.value()

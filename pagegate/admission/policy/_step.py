@@ -6,11 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from pagegate.admission.base import Outcome
-from pagegate.admission.policy import _frontend, _limit, _rates, _signals, _units
+from pagegate.admission.policy import _limit, _signals, _units
 from pagegate.admission.policy._config import GateConfig
-from pagegate.admission.policy._limit import Concurrency
-from pagegate.admission.policy._rates import Bucket, Rates
-from pagegate.admission.policy._signals import Signals
+from pagegate.admission.policy._limit import Bucket, Concurrency
+from pagegate.admission.policy._signals import FrontEnd, Rates, Signals
 from pagegate.admission.policy._units import Reason, ReleaseDecision, Units, hold
 from pagegate.server.metrics import Reading
 
@@ -23,7 +22,7 @@ class GateState:
     concurrency: Concurrency
     bucket: Bucket
     signals: Signals = field(default_factory=Signals)
-    front: _frontend.FrontEnd = field(default_factory=_frontend.FrontEnd)
+    front: FrontEnd = field(default_factory=FrontEnd)
     rates: Rates = field(default_factory=Rates)
     units: Units = field(default_factory=Units)
     queued: int = 0                              # pages waiting at the gate
@@ -34,34 +33,10 @@ class GateState:
     finished_at: float | None = None             # when the newest page came back finished
     clocked_total: int = 0                       # pages sent on a stale reading, ever
 
-    @property
-    def reading(self) -> Reading | None:
-        return self.signals.reading
-
-    @property
-    def peak(self) -> float:
-        return self.signals.peak
-
-    @property
-    def queue(self) -> float:
-        return self.signals.queue
-
-    @property
-    def limit(self) -> int:
-        return self.concurrency.limit
-
-    @property
-    def open_credits(self) -> int:
-        return self.units.open_credits
-
-    @property
-    def units_released(self) -> int:
-        return self.units.units_released
-
 
 def initial_state(now: float, config: GateConfig) -> GateState:
     return GateState(started_at=now, concurrency=Concurrency(limit=config.concurrency_start),
-                     bucket=_rates.full_bucket(now, config))
+                     bucket=_limit.full_bucket(now, config))
 
 
 # ------------------------------------------------------------------ events and actions
@@ -167,20 +142,20 @@ def _observe(state: GateState, scrape: Scraped, config: GateConfig) -> GateState
         return state
     front, excess = state.front, 0
     if scrape.in_flight is not None and scrape.sent is not None:
-        gap = _frontend.gap(scrape.in_flight, reading)
-        front = _frontend.fold(front, reading.at, gap, scrape.sent, config)
-        excess = _frontend.excess(gap, _frontend.tolerance(front, _rates.drain(state.rates)))
+        gap = _signals.gap(scrape.in_flight, reading)
+        front = _signals.fold_front(front, reading.at, gap, scrape.sent, config)
+        excess = _signals.excess(gap, _signals.tolerance(front, _signals.drain(state.rates)))
     seen, preempted = _signals.fold(state.signals, reading, excess, config)
-    rates = _rates.sample_drain(state.rates, reading.at, state.completed_total,
-                                state.in_flight, config)
+    rates = _signals.sample_drain(state.rates, reading.at, state.completed_total,
+                                  state.in_flight, config)
     state = replace(state, signals=seen, rates=rates, front=front,
                     balance_at_reading=state.completed_total - state.admitted_total)
     if not _signals.usable(seen, config):
         return state  # C stays frozen
     return replace(state, concurrency=_limit.update(
         state.concurrency, reading, queue=seen.queue, peak=seen.peak, in_flight=state.in_flight,
-        preempted=preempted, drain=_rates.drain(rates), transit=_frontend.transit(front, config),
-        latency=_rates.mean_latency(rates), config=config))
+        preempted=preempted, drain=_signals.drain(rates), transit=_signals.transit(front),
+        latency=_signals.mean_latency(rates), config=config))
 
 
 def _finished(state: GateState, event: Finished, now: float, config: GateConfig) -> GateState:
@@ -192,7 +167,7 @@ def _finished(state: GateState, event: Finished, now: float, config: GateConfig)
         return replace(state, units=_units.give_back(state.units, event.unit_id))
     rates = state.rates
     if event.dispatched_at is not None:
-        rates = _rates.add_latency(rates, now - event.dispatched_at, now, config)
+        rates = _signals.add_latency(rates, now - event.dispatched_at, now, config)
     return replace(
         state, units=_units.completed(state.units, event.unit_id), rates=rates, finished_at=now,
         completed_total=state.completed_total + 1,
@@ -205,19 +180,20 @@ def _finished(state: GateState, event: Finished, now: float, config: GateConfig)
 def decide_release(state: GateState, now: float, config: GateConfig) -> ReleaseDecision:
     """The one release decision: a unit now, or the first rule that holds it."""
     reason = _signals.release_hold(state.signals, now, config)
-    reading = state.reading
+    reading = state.signals.reading
     if reason is not None or reading is None:
         return hold(reason or Reason.NO_READING)
-    held = _units.release_rules(
-        state.units, queued=state.queued, room=_room(state, config), waiting=reading.waiting,
-        peak=state.peak, now=now, config=config)
+    room = _limit.room(state.concurrency, state.in_flight, config)
+    held = _units.release_rules(state.units, queued=state.queued, room=room,
+                                waiting=reading.waiting, peak=state.signals.peak, now=now,
+                                config=config)
     return held or ReleaseDecision(True, unit_size(state, config), Reason.RELEASED)
 
 
 def pause_reason(state: GateState, now: float, config: GateConfig) -> Reason | None:
     """Why pages may not flow now. A stale reading does not pause them while it was usable
     and a page finished within stale_after: then pages replace the pages back."""
-    reason = _signals.pause_reason(state.signals, now, config)
+    reason = _signals.reading_pause(state.signals, now, config)
     if reason is Reason.STALE and _ack_clocked(state, now, config):
         return None
     return reason
@@ -233,13 +209,14 @@ def page_allowance(state: GateState, now: float, config: GateConfig) -> int:
     """Waiting, credited pages that may go in flight now."""
     if pause_reason(state, now, config) is not None:
         return 0
-    tokens = _rates.whole_tokens(state.bucket, now, _pace(state, config), config)
+    tokens = _limit.whole_tokens(state.bucket, now, _limit.pace_rate(state.rates, config), config)
     return max(0, min(_dispatchable(state, now, config), tokens))
 
 
 def _dispatchable(state: GateState, now: float, config: GateConfig) -> int:
     """min(waiting, credits, C's room), and on a stale reading the pages back since it."""
-    allowed = min(state.queued, state.open_credits, _room(state, config))
+    room = _limit.room(state.concurrency, state.in_flight, config)
+    allowed = min(state.queued, state.units.open_credits, room)
     if _signals.stale(state.signals, now, config):
         back = state.completed_total - state.admitted_total - state.balance_at_reading
         allowed = min(allowed, back)
@@ -252,7 +229,7 @@ def _dispatch(state: GateState, now: float, config: GateConfig) -> tuple[GateSta
     stale = _signals.stale(state.signals, now, config)
     return replace(
         state, units=units, queued=state.queued - 1, in_flight=state.in_flight + 1,
-        bucket=_rates.take(state.bucket, now, _pace(state, config), config),
+        bucket=_limit.take(state.bucket, now, _limit.pace_rate(state.rates, config), config),
         admitted_total=state.admitted_total + 1, clocked_total=state.clocked_total + stale,
     ), unit_id
 
@@ -274,7 +251,8 @@ def _next_wake_at(state: GateState, decision: ReleaseDecision, now: float, confi
     times = [] if decision.recheck_at is None else [decision.recheck_at]
     if pause_reason(state, now, config) is None:
         if _dispatchable(state, now, config) > 0:
-            times.append(_rates.next_token_at(state.bucket, now, _pace(state, config), config))
+            refill = _limit.pace_rate(state.rates, config)
+            times.append(_limit.next_token_at(state.bucket, now, refill, config))
         if _signals.stale(state.signals, now, config) and state.finished_at is not None:
             times.append(state.finished_at + config.stale_after_seconds)  # the pause, if none
     elif state.queued > 0 and config.unavailable_after_seconds is not None:
@@ -282,37 +260,29 @@ def _next_wake_at(state: GateState, decision: ReleaseDecision, now: float, confi
     return min(times, default=None)
 
 
-def _room(state: GateState, config: GateConfig) -> int:
-    return _limit.room(state.concurrency, state.in_flight, config)
-
-
-def _pace(state: GateState, config: GateConfig) -> float:
-    return _rates.pace_rate(state.rates, config)
-
-
 # ------------------------------------------------------------------ what the snapshot shows
 
 
 def drain_rate(state: GateState) -> float:
-    return _rates.drain(state.rates)
+    return _signals.drain(state.rates)
 
 
 def mean_latency(state: GateState) -> float | None:
-    return _rates.mean_latency(state.rates)
+    return _signals.mean_latency(state.rates)
 
 
 def unit_size(state: GateState, config: GateConfig) -> int:
-    return _units.size(_rates.drain(state.rates), config)
+    return _units.size(_signals.drain(state.rates), config)
 
 
 def waiting_band(state: GateState, config: GateConfig) -> float:
-    return _limit.waiting_band(_rates.drain(state.rates), _frontend.transit(state.front, config),
+    return _limit.waiting_band(_signals.drain(state.rates), _signals.transit(state.front),
                                config)
 
 
 def frontend_latency(state: GateState) -> float | None:
-    return _frontend.latency(state.front)
+    return _signals.front_latency(state.front)
 
 
 def frontend_tolerance(state: GateState) -> int | None:
-    return _frontend.tolerance(state.front, _rates.drain(state.rates))
+    return _signals.tolerance(state.front, _signals.drain(state.rates))
