@@ -15,7 +15,7 @@ from pagegate.admission.policy import GateConfig, GateTuning
         GateTuning(excess_cut_share=0.0),
         GateTuning(far_below_share=1.5),
         GateTuning(kv_signal_floor=1.0),
-        GateTuning(slow_start_per_completion=0.5),
+        GateTuning(additive_growth_fraction=-0.1),
         GateTuning(pace_gain=0.5),
         GateTuning(preemption_backoff=1.0),
     ],

@@ -24,7 +24,6 @@ class GateTuning(NamedTuple):
                                               # slow start
     excess_cut_share: float = 0.5             # a queue cut takes this share of the excess
     additive_growth_fraction: float = 0.05    # C's growth after slow start, per reading
-    slow_start_per_completion: float = 2.0    # slow start's step per page back without KV room
     kv_signal_floor: float = 0.05             # below this KV use, KV per request is noise
     preemption_backoff: float = 0.9           # a preemption cuts C to this share in flight
     pace_min_rate: float = 10.0               # the bucket's floor, pages/s
@@ -35,8 +34,7 @@ class GateTuning(NamedTuple):
         below_one = ("kv_signal_floor", "preemption_backoff")
         up_to_one = ("far_below_share", "excess_cut_share")
         positive = ("smoothing_polls", "pace_min_rate")
-        at_least = {"waiting_band_min": 0.0, "additive_growth_fraction": 0.0,
-                    "slow_start_per_completion": 1.0, "pace_gain": 1.0}
+        at_least = {"waiting_band_min": 0.0, "additive_growth_fraction": 0.0, "pace_gain": 1.0}
         values = self._asdict()
         return (
             [f"{name} must be in (0, 1)" for name in below_one if not 0.0 < values[name] < 1.0]

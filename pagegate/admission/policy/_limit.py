@@ -59,8 +59,8 @@ def update(
     ABOVE_BAND  q > band, not taking in: C' = min(C, n - ceil(excess_cut_share x (q - band))),
                                       slow start ends
     SLOW_START  q < band, acked > 0, in slow start or C < far_below_share x peak:
-                                      C' = C + min(C, KV room, or slow_start_per_completion x acked
-                                                   where KV use < kv_signal_floor)
+                                      C' = C + min(C, KV room), C' = 2C where KV use
+                                                   < kv_signal_floor
     ADDITIVE    q < band, acked > 0:  C' = C + min(acked,
                                                    max(1, ceil(additive_growth_fraction x C)))
     HOLD        otherwise:            C' = C  (a queue the engine is taking in is not cut)
@@ -83,9 +83,7 @@ def update(
     elif queue < band and acked > 0:
         if slow_start or _far_below_peak(limit, peak, config):
             room = _kv_room(reading, config)
-            if room is None:
-                room = math.floor(acked * tuning.slow_start_per_completion + SLACK)
-            limit, case = limit + min(limit, room), Case.SLOW_START
+            limit, case = limit + (limit if room is None else min(limit, room)), Case.SLOW_START
         else:
             limit += min(acked, max(1, math.ceil(limit * tuning.additive_growth_fraction)))
             case = Case.ADDITIVE
