@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import io
 import json
 import os
 import resource
@@ -49,13 +48,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from PIL import Image
-from reportlab.lib.pagesizes import letter
-from reportlab.lib.utils import ImageReader
-from reportlab.pdfgen.canvas import Canvas
 
 from bench.proctree import TreeSampler
-from bench.realworld import write_drop
+from bench.realworld import noise_scan, write_drop
 from bench.render import realistic_pdf
 from pagegate import samples
 from pagegate.admission.base import FixedLimit
@@ -132,16 +127,7 @@ def _drop(tmp: Path, count: int, kind: str = "small") -> list[str]:
 
 def _scan_pdf(pages: int) -> bytes:
     """Scanner output: each page a noisy light-grey 8.5 x 11 in JPEG at 200 dpi (~0.8 MB)."""
-    out = io.BytesIO()
-    canvas = Canvas(out, pagesize=letter, invariant=1)
-    for number in range(pages):
-        page = Image.effect_noise((1700, 2200), 12 + number).point(lambda v: min(255, v + 110))
-        jpeg = io.BytesIO()
-        page.convert("L").save(jpeg, "JPEG", quality=80)
-        canvas.drawImage(ImageReader(io.BytesIO(jpeg.getvalue())), 0, 0, *letter)
-        canvas.showPage()
-    canvas.save()
-    return out.getvalue()
+    return noise_scan(pages, dpi=200, quality=80, lift=110, seed=12)
 
 
 def write_scan(path: str) -> None:

@@ -42,17 +42,24 @@ FONT_FILES = ("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
               "/usr/share/fonts/truetype/liberation/LiberationSerif-Regular.ttf")
 
 
-def scan_300dpi(seed: int) -> bytes:
-    """One letter page as a 300 dpi office scanner writes it: grey noise, JPEG q85."""
+def noise_scan(pages: int, *, dpi: int, quality: int, lift: int, seed: int) -> bytes:
+    """Scanner output without a text layer: each page a noisy light-grey letter-size JPEG
+    at `dpi` (noise sigma `seed` + page number, lifted by `lift` grey levels)."""
     out = io.BytesIO()
     canvas = Canvas(out, pagesize=letter, invariant=1)
-    page = Image.effect_noise((2550, 3300), 10 + seed).point(lambda v: min(255, v + 100))
-    jpeg = io.BytesIO()
-    page.convert("L").save(jpeg, "JPEG", quality=85)
-    canvas.drawImage(ImageReader(io.BytesIO(jpeg.getvalue())), 0, 0, *letter)
-    canvas.showPage()
+    for number in range(pages):
+        noise = Image.effect_noise((int(8.5 * dpi), 11 * dpi), seed + number)
+        jpeg = io.BytesIO()
+        noise.point(lambda v: min(255, v + lift)).convert("L").save(jpeg, "JPEG", quality=quality)
+        canvas.drawImage(ImageReader(io.BytesIO(jpeg.getvalue())), 0, 0, *letter)
+        canvas.showPage()
     canvas.save()
     return out.getvalue()
+
+
+def scan_300dpi(seed: int) -> bytes:
+    """One letter page as a 300 dpi office scanner writes it: grey noise, JPEG q85."""
+    return noise_scan(1, dpi=300, quality=85, lift=100, seed=10 + seed)
 
 
 def small_objects(objects: int = 4000) -> bytes:
