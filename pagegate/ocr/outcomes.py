@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from typing import Literal
 
 PdfStatus = Literal["ok", "failed", "skipped"]
@@ -34,6 +34,9 @@ class Tally:
     fallback_pages: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+
+    def merge(self, other: Tally) -> Tally:
+        return Tally(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
     def add(self, pdf: PdfOutcome) -> Tally:
         return Tally(self.ok + (pdf.status == "ok"), self.skipped + (pdf.status == "skipped"),
@@ -94,25 +97,14 @@ class RunTotals:
 
     @classmethod
     def of(cls, groups: Iterable[GroupOutcome]) -> RunTotals:
-        totals = cls()
+        tally, failures = Tally(), []
         for group in groups:
-            tally = group.tally
-            totals.pdfs_ok += tally.ok
-            totals.pdfs_skipped += tally.skipped
-            totals.pages += tally.pages
-            totals.fallback_pages += tally.fallback_pages
-            totals.input_tokens += tally.input_tokens
-            totals.output_tokens += tally.output_tokens
+            tally = tally.merge(group.tally)
             for pdf in group.pdfs:
-                if pdf.status == "ok":
-                    totals.pdfs_ok += 1
-                elif pdf.status == "skipped":
-                    totals.pdfs_skipped += 1
-                else:
-                    totals.pdfs_failed += 1
-                    totals.failures.append(pdf)
-                totals.pages += pdf.pages
-                totals.fallback_pages += pdf.fallback_pages
-                totals.input_tokens += pdf.input_tokens
-                totals.output_tokens += pdf.output_tokens
-        return totals
+                tally = tally.add(pdf)
+                if pdf.status not in ("ok", "skipped"):
+                    failures.append(pdf)
+        return cls(pdfs_ok=tally.ok, pdfs_failed=len(failures), pdfs_skipped=tally.skipped,
+                   pages=tally.pages, fallback_pages=tally.fallback_pages,
+                   input_tokens=tally.input_tokens, output_tokens=tally.output_tokens,
+                   failures=failures)
