@@ -86,6 +86,16 @@ def test_a_loop_whose_pages_keep_timing_out_has_collapsed_and_is_no_candidate() 
     assert jammed.collapsed and jammed.pages < 200 and jammed.pages_per_s == 0.0
 
 
+def test_a_loop_the_queue_cap_refuses_is_no_candidate() -> None:
+    # Past the cap its rate depends on which pages the refusals put back in line.
+    profile = dataclasses.replace(named_engine("ci"), max_num_queued_reqs=8)
+    costs = page_costs(Workload(200), profile)
+    within = closed_loop(profile, costs, 8)
+    beyond = closed_loop(profile, costs, 64)
+    assert within.refused == 0 and within.pages == 200 and within.pages_per_s > 0
+    assert beyond.refused > 0 and not beyond.crashed and beyond.pages_per_s == 0.0
+
+
 def test_a_loop_stopped_at_the_best_time_so_far_is_rated_over_all_of_it() -> None:
     # Its rate must not beat the loop that set the time: pages done by then over that time.
     profile = named_engine("ci")
