@@ -1,9 +1,6 @@
 """What may go: units of page credits (releases), the adaptive limit C (pages in flight) and
-the token bucket (their pace).
-
-A release grants a unit of credits; waiting pages spend them oldest unit first, and a page the
-server did not finish returns its credit to its unit. C steers the server's queue to a small
-band on each usable reading (`update`), within [initial_concurrency, max_in_flight_pages].
+the token bucket (their pace). A page spends its oldest unit's credit, and gets it back if
+the server did not finish it. C steers the server's queue to a small band (`update`).
 
 pace = max(pace_min_rate, pace_gain x max(drain, recent)) tokens/s, holding one poll's
        worth and never fewer than C's start; a page in flight takes a token
@@ -146,22 +143,20 @@ def update(
     c: Concurrency, reading: Reading, *, queue: float, peak: float, in_flight: int,
     preempted: bool, drain: float, transit: float, latency: float | None, config: GateConfig,
 ) -> Concurrency:
-    """C on a usable reading; n = in flight, q = queue, band as `waiting_band` (0 while KV
-    use > kv_cache_ceiling), acked = pages back since the last reading, taking in = running
+    """C on a usable reading; n = in flight, q = queue, acked = pages back since the last
+    reading, band as `waiting_band` (0 while KV use > kv_cache_ceiling), taking in = running
     grew since the last reading and KV use <= kv_cache_ceiling:
 
     C  = max(C, floor(kv_max_concurrency x kv_cache_ceiling))   first reading only
-    PREEMPTED   a preemption:         C' = min(C, floor(preemption_backoff x n)), slow start ends
-    ABOVE_BAND  q > band, not taking in: C' = min(C, n - ceil(excess_cut_share x (q - band))),
-                                      slow start ends
+    PREEMPTED   a preemption:            C' = min(C, floor(preemption_backoff x n))
+    ABOVE_BAND  q > band, not taking in: C' = min(C, n - ceil(excess_cut_share x (q - band)))
     SLOW_START  q < band, acked > 0, in slow start or C < far_below_share x peak:
-                                      C' = C + min(C, KV room), C' = 2C where KV use
-                                                   < kv_signal_floor
-    ADDITIVE    q < band, acked > 0:  C' = C + min(acked,
-                                                   max(1, ceil(additive_growth_fraction x C)))
-    HOLD        otherwise:            C' = C
-    then, while the mean page latency > page_latency_limit: C' = min(C', C, ceil(drain x limit)),
-    and C' within [initial_concurrency, max_in_flight_pages].
+                C' = C + min(C, KV room), C' = 2C where KV use < kv_signal_floor
+    ADDITIVE    q < band, acked > 0: C' = C + min(acked, max(1, ceil(additive_growth_fraction x C)))
+    HOLD        otherwise:           C' = C
+    then, while the mean page latency > page_latency_limit: C' = min(C', C, ceil(drain x limit));
+    C' within [initial_concurrency, max_in_flight_pages]. PREEMPTED, ABOVE_BAND and a latency
+    bound that cuts C' end slow start.
     """
     tuning = config.tuning
     c = _first_estimate(c, reading, config)
