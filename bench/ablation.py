@@ -113,7 +113,7 @@ PARTS: tuple[Part, ...] = (
     Part("(nothing off)", "the gate as shipped"),
     # units: their size
     Part("unit-drain", "every unit is unit_pages, never two cooldowns of the drain",
-         patches=((f"{POLICY}._units", "size", _fixed_units),)),
+         patches=((f"{POLICY}._limit", "unit_size", _fixed_units),)),
     # pages: the token bucket
     Part("token-bucket", "no pacing: pages go as soon as C allows",
          tuning={"pace_min_rate": BIG, "pace_gain": BIG}),

@@ -27,14 +27,9 @@ from pagegate.admission.policy import (
     Tick,
     _limit,
     _step,
-    _units,
-    drain_rate,
     initial_state,
-    mean_latency,
     pause_reason,
     step,
-    unit_size,
-    waiting_band,
 )
 from pagegate.admission.policy._signals import Ratio
 from pagegate.admission.policy._step import decide_release, fold, page_allowance
@@ -68,7 +63,7 @@ def remove_waiter(state: GateState) -> GateState:
 def apply_release(state: GateState, decision: ReleaseDecision, now: float, config: GateConfig
                   ) -> GateState:
     assert decision.release
-    return dataclasses.replace(state, units=_units.grant(state.units, decision.pages, now))
+    return dataclasses.replace(state, units=state.units.grant(decision.pages, now))
 
 
 def dispatch(state: GateState, now: float, config: GateConfig) -> tuple[GateState, int]:
@@ -95,7 +90,7 @@ def pace_rate(state: GateState, config: GateConfig) -> float:
 
 
 def next_token_at(state: GateState, now: float, config: GateConfig) -> float:
-    return _limit.next_token_at(state.bucket, now, pace_rate(state, config), config)
+    return state.bucket.next_token_at(now, pace_rate(state, config), config)
 
 
 def replace(state: GateState, **values: Any) -> GateState:
@@ -558,7 +553,7 @@ def _with_drain(rate: float, busy_seconds: float = 60.0) -> GateState:
 @pytest.mark.parametrize(("drain", "pages"), [(None, 1024), (2.0, 1024), (4.5, 1024), (27.0, 1620)])
 def test_a_unit_is_unit_pages_or_two_cooldowns_of_the_drain(drain: float | None, pages: int) -> None:
     state = initial_state(0.0, CFG) if drain is None else _with_drain(drain)
-    assert unit_size(state, CFG) == pages
+    assert state.unit_size(CFG) == pages
     state = observe(with_waiters(state, 10_000), reading(0.0), CFG)
     assert decide_release(state, 0.0, CFG).pages == pages
 
@@ -567,25 +562,25 @@ def test_latency_is_a_decayed_mean_of_completed_pages() -> None:
     state = observe(initial_state(0.0, CFG), reading(0.0), CFG)
     state = released(with_waiters(state, 10), 0.0)
     state, units = send(state, 3, 0.0)
-    assert mean_latency(state) is None
+    assert state.mean_latency() is None
     state = on_outcome(state, Outcome.OK, units[0], 10.0, CFG, dispatched_at=0.0)
     state = on_outcome(state, Outcome.OK, units[1], 10.0, CFG, dispatched_at=-20.0)
-    assert mean_latency(state) == pytest.approx(20.0)
+    assert state.mean_latency() == pytest.approx(20.0)
     # A page the server did not finish says nothing about latency.
     state = on_outcome(state, Outcome.CAPACITY, units[2], 10.0, CFG, dispatched_at=-1000.0)
-    assert mean_latency(state) == pytest.approx(20.0)
+    assert state.mean_latency() == pytest.approx(20.0)
     # One drain window later, the old pages weigh e^-1 each against a new one of 5 s.
     state = replace(state, in_flight=1)
     state = on_outcome(state, Outcome.OK, units[0], 70.0, CFG, dispatched_at=65.0)
     w = math.exp(-1.0)
-    assert mean_latency(state) == pytest.approx((w * 40.0 + 5.0) / (w * 2 + 1))
+    assert state.mean_latency() == pytest.approx((w * 40.0 + 5.0) / (w * 2 + 1))
 
 
 def test_pacing_follows_the_drain_from_the_first_completions() -> None:
     state = initial_state(0.0, CFG)
     assert pace_rate(state, CFG) == CFG.tuning.pace_min_rate  # nothing measured: the floor
     fast = replace(state, drain=Ratio(27.0, 1.0))  # one busy second, 27 pages
-    assert drain_rate(fast) == pytest.approx(27.0)
+    assert fast.drain_rate() == pytest.approx(27.0)
     assert pace_rate(fast, CFG) == pytest.approx(4 * 27.0)  # pacing follows it at once
     slow = replace(state, drain=Ratio(1.0, 1.0))
     assert pace_rate(slow, CFG) == CFG.tuning.pace_min_rate
@@ -605,7 +600,7 @@ def test_drain_rate_counts_busy_time_from_the_first_completion() -> None:
         state = replace(state, in_flight=state.in_flight + 1)  # keep the server busy
         if i % 2 == 1:
             state = observe(state, reading(t), CFG)
-    assert drain_rate(state) == pytest.approx(2.0, rel=0.05)
+    assert state.drain_rate() == pytest.approx(2.0, rel=0.05)
 
 
 # ------------------------------------------------------------------------- pacing: C
@@ -779,7 +774,7 @@ def test_without_a_rate_or_sends_the_front_end_is_no_signal() -> None:
 def test_waiting_band_is_the_refill_trip(peak: float, drain: float, band: float
                                                           ) -> None:
     state = replace(initial_state(0.0, CFG), peak=peak, drain=Ratio(drain * 30.0, 30.0))
-    assert waiting_band(state, CFG) == band
+    assert state.waiting_band(CFG) == band
 
 
 # ------------------------------------------------------------------------- pacing: tokens, cap
@@ -964,7 +959,7 @@ class Referee:
             open_before = state.units.open_credits + admitted - decision.pages
             assert waiting_before > open_before, "release without demand"
             assert decision.pages == max(
-                config.unit_pages, math.ceil(2 * drain_rate(state) * config.cooldown_seconds))
+                config.unit_pages, math.ceil(2 * state.drain_rate() * config.cooldown_seconds))
             self.releases.append(now)
             self.latest_unit_done = 0
         else:

@@ -11,7 +11,6 @@ from pagegate.admission.policy._limit import (
     Case,
     Concurrency,
     _first_estimate,
-    room,
     update,
     waiting_band,
 )
@@ -155,7 +154,7 @@ def test_the_first_reading_starts_c_at_the_full_context_requests_the_cache_holds
 def test_room_is_what_c_and_the_cap_still_allow(
     config: GateConfig, limit: int, in_flight: int, expected: int
 ) -> None:
-    assert room(Concurrency(limit=limit), in_flight, config) == expected
+    assert Concurrency(limit=limit).room(in_flight, config) == expected
 
 
 def test_c_starts_at_the_initial_concurrency_under_the_cap() -> None:

@@ -5,16 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pagegate.admission.policy import GateConfig, GateTuning
-from pagegate.admission.policy._limit import (
-    Bucket,
-    _capacity,
-    _level,
-    full_bucket,
-    next_token_at,
-    pace_rate,
-    take,
-    whole_tokens,
-)
+from pagegate.admission.policy._limit import Bucket, pace_rate
 from pagegate.admission.policy._signals import Rates, Ratio
 
 CFG = GateConfig()
@@ -49,7 +40,7 @@ def test_refill_rate_follows_the_drain_above_a_floor(
 def test_the_bucket_holds_a_poll_of_tokens_but_never_fewer_than_c_floor(
     refill: float, config: GateConfig, size: float
 ) -> None:
-    assert _capacity(refill, config) == size
+    assert Bucket.capacity(refill, config) == size
 
 
 @pytest.mark.parametrize(
@@ -66,8 +57,8 @@ def test_level_refills_with_time_up_to_the_size(
     tokens: float, elapsed: float, refill: float, level_after: float, whole: int
 ) -> None:
     bucket = Bucket(tokens, 5.0)
-    assert _level(bucket, 5.0 + elapsed, refill, CFG) == pytest.approx(level_after)
-    assert whole_tokens(bucket, 5.0 + elapsed, refill, CFG) == whole
+    assert bucket.level(5.0 + elapsed, refill, CFG) == pytest.approx(level_after)
+    assert bucket.whole_tokens(5.0 + elapsed, refill, CFG) == whole
 
 
 @pytest.mark.parametrize(
@@ -75,14 +66,14 @@ def test_level_refills_with_time_up_to_the_size(
     [(0.0, 10.0, 0.1), (0.5, 2.0, 0.25), (1.0, 2.0, 0.0), (3.0, 2.0, 0.0)],
 )
 def test_next_token_is_when_the_level_reaches_one(tokens: float, refill: float, wake: float) -> None:
-    assert next_token_at(Bucket(tokens, 0.0), 0.0, refill, CFG) == pytest.approx(wake)
+    assert Bucket(tokens, 0.0).next_token_at(0.0, refill, CFG) == pytest.approx(wake)
 
 
 def test_a_page_takes_one_token_and_the_first_bucket_is_full() -> None:
-    bucket = full_bucket(7.0, CFG)
+    bucket = Bucket.full(7.0, CFG)
     assert bucket == Bucket(10.0, 7.0)
-    assert take(bucket, 7.0, 10.0, CFG) == Bucket(9.0, 7.0)
-    assert take(Bucket(0.5, 0.0), 0.0, 10.0, CFG) == Bucket(0.0, 0.0)  # never negative
-    refilled = take(Bucket(0.0, 0.0), 0.2, 10.0, CFG)  # two tokens came in, one went out
+    assert bucket.take(7.0, 10.0, CFG) == Bucket(9.0, 7.0)
+    assert Bucket(0.5, 0.0).take(0.0, 10.0, CFG) == Bucket(0.0, 0.0)  # never negative
+    refilled = Bucket(0.0, 0.0).take(0.2, 10.0, CFG)  # two tokens came in, one went out
     assert refilled.tokens == pytest.approx(1.0)
     assert refilled.at == 0.2

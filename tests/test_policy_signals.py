@@ -7,15 +7,8 @@ from dataclasses import replace
 import pytest
 
 from pagegate.admission.policy import GateConfig, Reason
-from pagegate.admission.policy._signals import (
-    Signals,
-    fold,
-    out_of_order,
-    reading_pause,
-    release_hold,
-    stalled,
-    usable,
-)
+from pagegate.admission.policy._signals import Signals, fold, out_of_order, stalled, usable
+from pagegate.admission.policy._step import reading_pause, release_hold
 from pagegate.server.metrics import Reading
 
 CFG = GateConfig()

@@ -5,31 +5,23 @@ from __future__ import annotations
 import pytest
 
 from pagegate.admission.policy import GateConfig, Reason
-from pagegate.admission.policy._units import (
-    Units,
-    completed,
-    give_back,
-    grant,
-    release_rules,
-    size,
-    spend,
-)
+from pagegate.admission.policy._limit import Units, release_rules, unit_size
 
 CFG = GateConfig()
 
 
 def test_credits_are_spent_oldest_unit_first_and_come_back_to_their_unit() -> None:
     units = Units(credits=((1, 1), (2, 2)))
-    units, first = spend(units)
-    units, second = spend(units)
+    units, first = units.spend()
+    units, second = units.spend()
     assert (first, second, units.credits) == (1, 2, ((2, 1),))
-    units = give_back(units, 1)
+    units = units.give_back(1)
     assert units.credits == ((1, 1), (2, 1))
 
 
 @pytest.mark.parametrize(("unit", "newest", "counted"), [(3, 3, 1), (2, 3, 0)])
 def test_only_completions_of_the_newest_unit_are_progress(unit: int, newest: int, counted: int) -> None:
-    assert completed(Units(units_released=newest), unit).unit_completed == counted
+    assert Units(units_released=newest).completed(unit).unit_completed == counted
 
 
 def rules(
@@ -80,7 +72,7 @@ def test_release_rules(units: Units, kwargs: dict[str, object], held: tuple[Reas
 
 def test_a_release_grants_a_new_unit_and_resets_its_progress() -> None:
     before = Units(credits=((1, 3),), units_released=1, last_release_at=0.0, unit_completed=4)
-    after = grant(before, 80, 40.0)
+    after = before.grant(80, 40.0)
     assert after == Units(credits=((1, 3), (2, 80)), units_released=2, last_release_at=40.0,
                           unit_completed=0)
 
@@ -97,4 +89,4 @@ def test_a_release_grants_a_new_unit_and_resets_its_progress() -> None:
     ],
 )
 def test_unit_size(drain: float, config: GateConfig, pages: int) -> None:
-    assert size(drain, config) == pages
+    assert unit_size(drain, config) == pages

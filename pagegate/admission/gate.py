@@ -43,7 +43,6 @@ from pagegate.admission.policy import (
     ReleaseDecision,
     ScrapeFailed,
     Tick,
-    drain_rate,
     initial_state,
     step,
 )
@@ -240,7 +239,7 @@ class Gate:
         if decision.release:
             reading = self._state.signals.reading
             assert reading is not None  # a release always rests on a reading
-            self._last_release = Release(now, decision.pages, reading, drain_rate(self._state))
+            self._last_release = Release(now, decision.pages, reading, self._state.drain_rate())
             logger.info("%s", release_line(self._state, self.config, self._last_release))
         self._note_pause(actions.paused)
         if actions.unavailable:

@@ -7,18 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pagegate.admission.base import AdmissionSignals
-from pagegate.admission.policy import (
-    GateConfig,
-    GateState,
-    ReleaseDecision,
-    drain_rate,
-    frontend_latency,
-    frontend_tolerance,
-    mean_latency,
-    pause_reason,
-    unit_size,
-    waiting_band,
-)
+from pagegate.admission.policy import GateConfig, GateState, ReleaseDecision, pause_reason
 from pagegate.server.metrics import Reading
 
 
@@ -88,13 +77,13 @@ def gate_snapshot(
         "limit_case": str(state.concurrency.case),
         "peak": state.signals.peak,
         "release_threshold": config.peak_ratio * state.signals.peak,
-        "waiting_band": waiting_band(state, config),
+        "waiting_band": state.waiting_band(config),
         "queue_estimate": state.signals.queue,
-        "frontend_latency": frontend_latency(state),
-        "frontend_tolerance": frontend_tolerance(state),
-        "drain_rate": drain_rate(state),
-        "mean_latency": mean_latency(state),
-        "next_unit_pages": unit_size(state, config),
+        "frontend_latency": state.frontend_latency(),
+        "frontend_tolerance": state.frontend_tolerance(),
+        "drain_rate": state.drain_rate(),
+        "mean_latency": state.mean_latency(),
+        "next_unit_pages": state.unit_size(config),
         "last_reading": None if state.signals.reading is None else asdict(state.signals.reading),
         "releases": state.units.units_released,
         "last_release_at": None if release is None else release.at,

@@ -1,7 +1,4 @@
-"""The gate's settings: what a user sets (GateConfig) and the controller's constants (GateTuning).
-
-docs/admission.md gives each value and the ablation figure that keeps it.
-"""
+"""The gate's settings: what a user sets (GateConfig), the controller's constants (GateTuning)."""
 
 from __future__ import annotations
 
@@ -13,15 +10,11 @@ SLACK = 1e-9
 
 
 class GateTuning(NamedTuple):
-    """The controller's constants. A user never sets them; tests scale them down.
-
-    A NamedTuple, so that `dataclasses.asdict(config)` keeps it as one value.
-    """
+    """The controller's constants: a user never sets them (a NamedTuple: asdict keeps it whole)."""
 
     smoothing_polls: float = 3.0              # the front end's and the recent drain's window
     waiting_band_min: float = 2.0             # the band's floor, in requests
-    far_below_share: float = 0.5              # C under this share of the peak regrows as in
-                                              # slow start
+    far_below_share: float = 0.5              # C under this share of the peak: slow-start growth
     excess_cut_share: float = 0.5             # a queue cut takes this share of the excess
     additive_growth_fraction: float = 0.05    # C's growth after slow start, per reading
     kv_signal_floor: float = 0.05             # below this KV use, KV per request is noise

@@ -1,8 +1,6 @@
-"""How many credited pages may be in flight (the adaptive limit C), and how fast they may
-go (the token bucket).
-
-C steers the server's queue to a small band on each usable reading (`update`); it starts
-at `initial_concurrency`, never falls below it, and never passes `max_in_flight_pages`.
+"""What may go: units of page credits (releases), the adaptive limit C (pages in flight) and
+the token bucket (their pace). A page spends its oldest unit's credit, and gets it back if
+the server did not finish it. C steers the server's queue to a small band (`update`).
 
 pace = max(pace_min_rate, pace_gain x max(drain, recent)) tokens/s, holding one poll's
        worth and never fewer than C's start; a page in flight takes a token
@@ -18,6 +16,94 @@ from pagegate.admission.policy import _signals
 from pagegate.admission.policy._config import SLACK, GateConfig
 from pagegate.admission.policy._signals import Rates
 from pagegate.server.metrics import Reading
+
+
+class Reason(enum.StrEnum):
+    RELEASED = "released"
+    NO_READING = "no_reading"          # no scrape has answered yet
+    SCRAPE_FAILED = "scrape_failed"    # the latest scrape failed (a missing reading)
+    STALE = "stale"                    # the newest reading is older than stale_after
+    UNHEALTHY = "unhealthy"            # the server reported itself unfit
+    STALLED = "stalled"                # work on the server, no token generated for a while
+    NO_DEMAND = "no_demand"            # every waiting page already has a credit
+    CREDITS_LEFT = "credits_left"      # the last unit is not used up yet
+    COOLDOWN = "cooldown"              # rule 3
+    PROGRESS = "progress"              # rule 4
+    PEAK_RATIO = "peak_ratio"          # rule 2
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseDecision:
+    """Release `pages` credits, or hold for `reason`; `recheck_at`: when time alone may
+    change the answer (the end of a cooldown)."""
+
+    release: bool
+    pages: int
+    reason: Reason
+    recheck_at: float | None = None
+
+
+def hold(reason: Reason, recheck_at: float | None = None) -> ReleaseDecision:
+    return ReleaseDecision(False, 0, reason, recheck_at)
+
+
+@dataclass(frozen=True, slots=True)
+class Units:
+    credits: tuple[tuple[int, int], ...] = ()    # (unit id, unspent credits), oldest first
+    units_released: int = 0                      # also the id of the newest unit
+    last_release_at: float | None = None
+    unit_completed: int = 0                      # completed pages of the newest unit
+
+    @property
+    def open_credits(self) -> int:
+        return sum(n for _, n in self.credits)
+
+    def grant(self, pages: int, now: float) -> Units:
+        unit_id = self.units_released + 1
+        return Units((*self.credits, (unit_id, pages)), unit_id, now, 0)
+
+    def spend(self) -> tuple[Units, int]:
+        """A page goes in flight on the oldest unit's credit; returns that unit's id."""
+        (unit_id, left), *rest = self.credits
+        credits = tuple(rest) if left == 1 else ((unit_id, left - 1), *rest)
+        return replace(self, credits=credits), unit_id
+
+    def give_back(self, unit_id: int) -> Units:
+        pool = dict(self.credits)
+        pool[unit_id] = pool.get(unit_id, 0) + 1
+        return replace(self, credits=tuple(sorted(pool.items())))
+
+    def completed(self, unit_id: int) -> Units:
+        """A page the server finished: progress, if it belongs to the newest unit."""
+        newest = unit_id == self.units_released
+        return replace(self, unit_completed=self.unit_completed + newest)
+
+
+def release_rules(
+    units: Units, *, queued: int, room: int, waiting: int, peak: float, now: float,
+    config: GateConfig,
+) -> ReleaseDecision | None:
+    """The first rule that holds a release back (None: a unit may go now): demand, the last
+    unit used up unless C has more room than its credits, then the four user rules."""
+    open_credits = units.open_credits
+    if queued <= open_credits:
+        return hold(Reason.NO_DEMAND)
+    if 0 < open_credits >= room:
+        return hold(Reason.CREDITS_LEFT)
+    if units.last_release_at is not None:
+        ready_at = units.last_release_at + config.cooldown_seconds
+        if now < ready_at:
+            return hold(Reason.COOLDOWN, ready_at)
+        if config.require_progress and units.unit_completed == 0:
+            return hold(Reason.PROGRESS)
+    if waiting > config.peak_ratio * peak:
+        return hold(Reason.PEAK_RATIO)
+    return None
+
+
+def unit_size(drain: float, config: GateConfig) -> int:
+    """Pages in a unit: max(unit_pages, ceil(2 x drain x cooldown)), `drain` in pages/s."""
+    return max(config.unit_pages, math.ceil(2.0 * drain * config.cooldown_seconds))
 
 
 class Case(enum.StrEnum):
@@ -39,10 +125,17 @@ class Concurrency:
     estimated: bool = False                  # the first reading's KV start was applied
     case: Case = Case.HOLD                   # the rule of the last update
 
+    def room(self, in_flight: int, config: GateConfig) -> int:
+        """Pages C and the hard cap still let in flight (negative after a cut)."""
+        return min(self.limit, config.max_in_flight_pages) - in_flight
+
+    def clamped(self, limit: int, slow_start: bool, config: GateConfig) -> Concurrency:
+        limit = min(config.max_in_flight_pages, max(config.concurrency_start, limit))
+        return replace(self, limit=limit, slow_start=slow_start)
+
 
 def waiting_band(drain: float, transit: float, config: GateConfig) -> float:
-    """band = max(waiting_band_min, drain x (poll + transit)): what the engine takes in
-    while the next pages travel to it."""
+    """band = max(waiting_band_min, drain x (poll + transit))"""
     return max(config.tuning.waiting_band_min, drain * (config.poll_interval_seconds + transit))
 
 
@@ -50,22 +143,20 @@ def update(
     c: Concurrency, reading: Reading, *, queue: float, peak: float, in_flight: int,
     preempted: bool, drain: float, transit: float, latency: float | None, config: GateConfig,
 ) -> Concurrency:
-    """C on a usable reading; n = in flight, q = queue, band as `waiting_band` (0 while KV
-    use > kv_cache_ceiling), acked = pages back since the last reading, taking in = running
+    """C on a usable reading; n = in flight, q = queue, acked = pages back since the last
+    reading, band as `waiting_band` (0 while KV use > kv_cache_ceiling), taking in = running
     grew since the last reading and KV use <= kv_cache_ceiling:
 
     C  = max(C, floor(kv_max_concurrency x kv_cache_ceiling))   first reading only
-    PREEMPTED   a preemption:         C' = min(C, floor(preemption_backoff x n)), slow start ends
-    ABOVE_BAND  q > band, not taking in: C' = min(C, n - ceil(excess_cut_share x (q - band))),
-                                      slow start ends
+    PREEMPTED   a preemption:            C' = min(C, floor(preemption_backoff x n))
+    ABOVE_BAND  q > band, not taking in: C' = min(C, n - ceil(excess_cut_share x (q - band)))
     SLOW_START  q < band, acked > 0, in slow start or C < far_below_share x peak:
-                                      C' = C + min(C, KV room), C' = 2C where KV use
-                                                   < kv_signal_floor
-    ADDITIVE    q < band, acked > 0:  C' = C + min(acked,
-                                                   max(1, ceil(additive_growth_fraction x C)))
-    HOLD        otherwise:            C' = C  (a queue the engine is taking in is not cut)
-    then, while the mean page latency > page_latency_limit: C' = min(C', C, ceil(drain x limit)),
-    and C' within [initial_concurrency, max_in_flight_pages].
+                C' = C + min(C, KV room), C' = 2C where KV use < kv_signal_floor
+    ADDITIVE    q < band, acked > 0: C' = C + min(acked, max(1, ceil(additive_growth_fraction x C)))
+    HOLD        otherwise:           C' = C
+    then, while the mean page latency > page_latency_limit: C' = min(C', C, ceil(drain x limit));
+    C' within [initial_concurrency, max_in_flight_pages]. PREEMPTED, ABOVE_BAND and a latency
+    bound that cuts C' end slow start.
     """
     tuning = config.tuning
     c = _first_estimate(c, reading, config)
@@ -92,11 +183,10 @@ def update(
         ceiling = min(c.limit, math.ceil(drain * bound))
         if limit > ceiling:
             limit, slow_start = ceiling, False
-    return _clamped(replace(c, case=case), limit, slow_start, config)
+    return replace(c, case=case).clamped(limit, slow_start, config)
 
 
 def _taking_in(reading: Reading, running_seen: int, config: GateConfig) -> bool:
-    """The engine is taking its queue in: running grew, and the cache has room."""
     return reading.running > running_seen and reading.kv_usage <= config.kv_cache_ceiling
 
 
@@ -111,7 +201,7 @@ def _first_estimate(c: Concurrency, reading: Reading, config: GateConfig) -> Con
     if reading.kv_max_concurrency is None:
         return c
     held = math.floor(reading.kv_max_concurrency * config.kv_cache_ceiling + SLACK)
-    return c if held <= c.limit else _clamped(c, held, c.slow_start, config)
+    return c if held <= c.limit else c.clamped(held, c.slow_start, config)
 
 
 def _kv_room(reading: Reading, config: GateConfig) -> int | None:
@@ -123,52 +213,34 @@ def _kv_room(reading: Reading, config: GateConfig) -> int | None:
     return max(1, math.floor(running * (config.kv_cache_ceiling - kv) / kv + SLACK))
 
 
-def room(c: Concurrency, in_flight: int, config: GateConfig) -> int:
-    """Pages C and the hard cap still let in flight (negative after a cut)."""
-    return min(c.limit, config.max_in_flight_pages) - in_flight
-
-
-def _clamped(c: Concurrency, limit: int, slow_start: bool, config: GateConfig) -> Concurrency:
-    limit = min(config.max_in_flight_pages, max(config.concurrency_start, limit))
-    return replace(c, limit=limit, slow_start=slow_start)
-
-
-# ------------------------------------------------------------------ the token bucket
-
-
 @dataclass(frozen=True, slots=True)
 class Bucket:
     tokens: float                                # level at `at`
     at: float
 
+    @staticmethod
+    def capacity(refill: float, config: GateConfig) -> float:
+        return max(float(config.concurrency_start), refill * config.poll_interval_seconds)
+
+    @classmethod
+    def full(cls, now: float, config: GateConfig) -> Bucket:
+        return cls(cls.capacity(config.tuning.pace_min_rate, config), now)
+
+    def level(self, now: float, refill: float, config: GateConfig) -> float:
+        return min(self.capacity(refill, config), self.tokens + refill * max(0.0, now - self.at))
+
+    def whole_tokens(self, now: float, refill: float, config: GateConfig) -> int:
+        return math.floor(self.level(now, refill, config) + SLACK)
+
+    def next_token_at(self, now: float, refill: float, config: GateConfig) -> float:
+        missing = 1.0 - self.level(now, refill, config)
+        return now if missing <= SLACK else now + missing / refill
+
+    def take(self, now: float, refill: float, config: GateConfig) -> Bucket:
+        """One page goes in flight."""
+        return Bucket(max(0.0, self.level(now, refill, config) - 1.0), now)
+
 
 def pace_rate(rates: Rates, config: GateConfig) -> float:
     """The bucket's refill rate in pages/s."""
     return max(config.tuning.pace_min_rate, config.tuning.pace_gain * _signals.pace_drain(rates))
-
-
-def _capacity(refill: float, config: GateConfig) -> float:
-    return max(float(config.concurrency_start), refill * config.poll_interval_seconds)
-
-
-def full_bucket(now: float, config: GateConfig) -> Bucket:
-    return Bucket(_capacity(config.tuning.pace_min_rate, config), now)
-
-
-def _level(bucket: Bucket, now: float, refill: float, config: GateConfig) -> float:
-    return min(_capacity(refill, config), bucket.tokens + refill * max(0.0, now - bucket.at))
-
-
-def whole_tokens(bucket: Bucket, now: float, refill: float, config: GateConfig) -> int:
-    return math.floor(_level(bucket, now, refill, config) + SLACK)
-
-
-def next_token_at(bucket: Bucket, now: float, refill: float, config: GateConfig) -> float:
-    """When the bucket next holds a whole token."""
-    missing = 1.0 - _level(bucket, now, refill, config)
-    return now if missing <= SLACK else now + missing / refill
-
-
-def take(bucket: Bucket, now: float, refill: float, config: GateConfig) -> Bucket:
-    """One page goes in flight."""
-    return Bucket(max(0.0, _level(bucket, now, refill, config) - 1.0), now)

@@ -17,7 +17,6 @@ import math
 from dataclasses import dataclass, replace
 
 from pagegate.admission.policy._config import SLACK, GateConfig
-from pagegate.admission.policy._units import Reason
 from pagegate.server.metrics import Reading
 
 
@@ -48,7 +47,7 @@ class Signals:
 
 
 def out_of_order(signals: Signals, reading: Reading) -> bool:
-    """A reading older than the newest one (a slow scrape overtaken): ignore it."""
+    """A reading older than the newest one (a slow scrape overtaken)."""
     return signals.reading is not None and reading.at < signals.reading.at
 
 
@@ -61,24 +60,15 @@ def fold(
     if previous is not None:
         decay = 0.5 ** ((reading.at - previous.at) / config.peak_half_life_seconds)
         peak = max(peak, signals.peak * decay)
-    preempted = (
-        reading.preemptions_total is not None
-        and signals.preemptions_seen is not None
-        and reading.preemptions_total > signals.preemptions_seen
-    )
+    seen, total = signals.preemptions_seen, reading.preemptions_total
+    preempted = total is not None and seen is not None and total > seen
     generated = reading.generation_tokens_total
     flat = generated == signals.generation_seen and reading.running + reading.waiting != 0
+    moved_at = None if generated is None else signals.generation_moved_at if flat else reading.at
     signals = Signals(
-        reading=reading,
-        last_scrape_ok=True,
-        last_usable_at=signals.last_usable_at,
-        peak=peak,
-        queue=float(reading.backlog + max(0, front_excess)),
-        preemptions_seen=reading.preemptions_total,
-        generation_seen=generated,
-        generation_moved_at=(
-            None if generated is None else signals.generation_moved_at if flat else reading.at
-        ),
+        reading=reading, last_scrape_ok=True, last_usable_at=signals.last_usable_at, peak=peak,
+        queue=float(reading.backlog + max(0, front_excess)), preemptions_seen=total,
+        generation_seen=generated, generation_moved_at=moved_at,
     )
     if usable(signals, config):
         signals = replace(signals, last_usable_at=reading.at)
@@ -86,7 +76,7 @@ def fold(
 
 
 def stalled(signals: Signals, config: GateConfig) -> bool:
-    """The engine holds work but has generated nothing for a drain window (hung)."""
+    """The engine holds work but has generated nothing for a drain window."""
     if signals.reading is None or signals.generation_moved_at is None:
         return False
     return signals.reading.at - signals.generation_moved_at > config.drain_window_seconds
@@ -103,30 +93,6 @@ def stale(signals: Signals, now: float, config: GateConfig) -> bool:
     return signals.reading is None or now - signals.reading.at > config.stale_after_seconds
 
 
-def reading_pause(signals: Signals, now: float, config: GateConfig) -> Reason | None:
-    """Why the readings pause page dispatch now (one failed scrape on a fresh reading does not)."""
-    reading = signals.reading
-    if reading is None:
-        return Reason.NO_READING
-    if stale(signals, now, config):
-        return Reason.STALE
-    if not reading.healthy:
-        return Reason.UNHEALTHY
-    if stalled(signals, config):
-        return Reason.STALLED
-    return None
-
-
-def release_hold(signals: Signals, now: float, config: GateConfig) -> Reason | None:
-    """Why the readings forbid a release: dispatch must be open and the last scrape good."""
-    if signals.reading is not None and not signals.last_scrape_ok:
-        return Reason.SCRAPE_FAILED
-    return reading_pause(signals, now, config)
-
-
-# ------------------------------------------------------------------ the front end
-
-
 @dataclass(frozen=True, slots=True)
 class FrontEnd:
     at: float | None = None                      # time of the last sample
@@ -137,7 +103,7 @@ class FrontEnd:
 
 
 def gap(on_wire: int, reading: Reading) -> int:
-    """Our requests the engine does not count yet (0 when it counts more: other tenants)."""
+    """Our requests the engine does not count yet (0 when it counts more)."""
     return max(0, on_wire - (reading.running + reading.waiting))
 
 
@@ -163,7 +129,7 @@ def front_latency(front: FrontEnd) -> float | None:
 
 
 def transit(front: FrontEnd) -> float:
-    """How long a request sent now takes to reach the engine, queueing included (0 unknown)."""
+    """How long a request sent now takes to reach the engine (0: unknown)."""
     return front.held.value() or 0.0
 
 
@@ -178,9 +144,6 @@ def tolerance(front: FrontEnd, rate: float) -> int | None:
 def excess(gap_now: int, tolerated: int | None) -> int:
     """The part of the gap that is a queue in the front end."""
     return 0 if tolerated is None else max(0, gap_now - tolerated)
-
-
-# ------------------------------------------------------------------ the drain and latency
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +181,7 @@ def add_latency(rates: Rates, latency: float, now: float, config: GateConfig) ->
 
 
 def drain(rates: Rates) -> float:
-    """The drain as measured so far, in pages/s (0 before any)."""
+    """In pages/s (0 before any)."""
     return rates.drain.value() or 0.0
 
 

@@ -6,17 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from pagegate.admission.base import Outcome
-from pagegate.admission.policy import _limit, _signals, _units
+from pagegate.admission.policy import _limit, _signals
 from pagegate.admission.policy._config import GateConfig
-from pagegate.admission.policy._limit import Bucket, Concurrency
+from pagegate.admission.policy._limit import Bucket, Concurrency, Reason, ReleaseDecision, Units
 from pagegate.admission.policy._signals import FrontEnd, Rates, Signals
-from pagegate.admission.policy._units import Reason, ReleaseDecision, Units, hold
 from pagegate.server.metrics import Reading
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GateState:
-    """Everything the policy remembers. Build the first one with `initial_state`."""
+    """Everything the policy remembers (the first: `initial_state`), and what it shows."""
 
     started_at: float
     concurrency: Concurrency
@@ -33,13 +32,28 @@ class GateState:
     finished_at: float | None = None             # when the newest page came back finished
     clocked_total: int = 0                       # pages sent on a stale reading, ever
 
+    def drain_rate(self) -> float:
+        return _signals.drain(self.rates)
+
+    def mean_latency(self) -> float | None:
+        return _signals.mean_latency(self.rates)
+
+    def unit_size(self, config: GateConfig) -> int:
+        return _limit.unit_size(self.drain_rate(), config)
+
+    def waiting_band(self, config: GateConfig) -> float:
+        return _limit.waiting_band(self.drain_rate(), _signals.transit(self.front), config)
+
+    def frontend_latency(self) -> float | None:
+        return _signals.front_latency(self.front)
+
+    def frontend_tolerance(self) -> int | None:
+        return _signals.tolerance(self.front, self.drain_rate())
+
 
 def initial_state(now: float, config: GateConfig) -> GateState:
     return GateState(started_at=now, concurrency=Concurrency(limit=config.concurrency_start),
-                     bucket=_limit.full_bucket(now, config))
-
-
-# ------------------------------------------------------------------ events and actions
+                     bucket=Bucket.full(now, config))
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +117,7 @@ def step(state: GateState, event: Event, now: float, config: GateConfig
     state = fold(state, event, now, config)
     decision = decide_release(state, now, config)
     if decision.release:
-        state = replace(state, units=_units.grant(state.units, decision.pages, now))
+        state = replace(state, units=state.units.grant(decision.pages, now))
     paused = pause_reason(state, now, config)
     failing = state.queued > 0 and paused is not None and _unavailable(state, now, config)
     if failing:
@@ -164,36 +178,54 @@ def _finished(state: GateState, event: Finished, now: float, config: GateConfig)
         raise ValueError("no page in flight")
     state = replace(state, in_flight=state.in_flight - 1)
     if not event.outcome.server_finished:
-        return replace(state, units=_units.give_back(state.units, event.unit_id))
+        return replace(state, units=state.units.give_back(event.unit_id))
     rates = state.rates
     if event.dispatched_at is not None:
         rates = _signals.add_latency(rates, now - event.dispatched_at, now, config)
     return replace(
-        state, units=_units.completed(state.units, event.unit_id), rates=rates, finished_at=now,
+        state, units=state.units.completed(event.unit_id), rates=rates, finished_at=now,
         completed_total=state.completed_total + 1,
         concurrency=replace(state.concurrency, acked=state.concurrency.acked + 1))
 
 
-# ------------------------------------------------------------------ decisions
+def reading_pause(signals: Signals, now: float, config: GateConfig) -> Reason | None:
+    """Why the readings pause pages now (one failed scrape on a fresh reading does not)."""
+    reading = signals.reading
+    if reading is None:
+        return Reason.NO_READING
+    if _signals.stale(signals, now, config):
+        return Reason.STALE
+    if not reading.healthy:
+        return Reason.UNHEALTHY
+    if _signals.stalled(signals, config):
+        return Reason.STALLED
+    return None
+
+
+def release_hold(signals: Signals, now: float, config: GateConfig) -> Reason | None:
+    """Why the readings hold releases: as they pause pages, or the last scrape failed."""
+    if signals.reading is not None and not signals.last_scrape_ok:
+        return Reason.SCRAPE_FAILED
+    return reading_pause(signals, now, config)
 
 
 def decide_release(state: GateState, now: float, config: GateConfig) -> ReleaseDecision:
     """The one release decision: a unit now, or the first rule that holds it."""
-    reason = _signals.release_hold(state.signals, now, config)
+    reason = release_hold(state.signals, now, config)
     reading = state.signals.reading
     if reason is not None or reading is None:
-        return hold(reason or Reason.NO_READING)
-    room = _limit.room(state.concurrency, state.in_flight, config)
-    held = _units.release_rules(state.units, queued=state.queued, room=room,
+        return _limit.hold(reason or Reason.NO_READING)
+    room = state.concurrency.room(state.in_flight, config)
+    held = _limit.release_rules(state.units, queued=state.queued, room=room,
                                 waiting=reading.waiting, peak=state.signals.peak, now=now,
                                 config=config)
-    return held or ReleaseDecision(True, unit_size(state, config), Reason.RELEASED)
+    return held or ReleaseDecision(True, state.unit_size(config), Reason.RELEASED)
 
 
 def pause_reason(state: GateState, now: float, config: GateConfig) -> Reason | None:
     """Why pages may not flow now. A stale reading does not pause them while it was usable
     and a page finished within stale_after: then pages replace the pages back."""
-    reason = _signals.reading_pause(state.signals, now, config)
+    reason = reading_pause(state.signals, now, config)
     if reason is Reason.STALE and _ack_clocked(state, now, config):
         return None
     return reason
@@ -209,13 +241,13 @@ def page_allowance(state: GateState, now: float, config: GateConfig) -> int:
     """Waiting, credited pages that may go in flight now."""
     if pause_reason(state, now, config) is not None:
         return 0
-    tokens = _limit.whole_tokens(state.bucket, now, _limit.pace_rate(state.rates, config), config)
+    tokens = state.bucket.whole_tokens(now, _limit.pace_rate(state.rates, config), config)
     return max(0, min(_dispatchable(state, now, config), tokens))
 
 
 def _dispatchable(state: GateState, now: float, config: GateConfig) -> int:
     """min(waiting, credits, C's room), and on a stale reading the pages back since it."""
-    room = _limit.room(state.concurrency, state.in_flight, config)
+    room = state.concurrency.room(state.in_flight, config)
     allowed = min(state.queued, state.units.open_credits, room)
     if _signals.stale(state.signals, now, config):
         back = state.completed_total - state.admitted_total - state.balance_at_reading
@@ -225,11 +257,11 @@ def _dispatchable(state: GateState, now: float, config: GateConfig) -> int:
 
 def _dispatch(state: GateState, now: float, config: GateConfig) -> tuple[GateState, int]:
     """One credited page goes in flight; returns the unit whose credit it spent."""
-    units, unit_id = _units.spend(state.units)
+    units, unit_id = state.units.spend()
     stale = _signals.stale(state.signals, now, config)
     return replace(
         state, units=units, queued=state.queued - 1, in_flight=state.in_flight + 1,
-        bucket=_limit.take(state.bucket, now, _limit.pace_rate(state.rates, config), config),
+        bucket=state.bucket.take(now, _limit.pace_rate(state.rates, config), config),
         admitted_total=state.admitted_total + 1, clocked_total=state.clocked_total + stale,
     ), unit_id
 
@@ -252,37 +284,9 @@ def _next_wake_at(state: GateState, decision: ReleaseDecision, now: float, confi
     if pause_reason(state, now, config) is None:
         if _dispatchable(state, now, config) > 0:
             refill = _limit.pace_rate(state.rates, config)
-            times.append(_limit.next_token_at(state.bucket, now, refill, config))
+            times.append(state.bucket.next_token_at(now, refill, config))
         if _signals.stale(state.signals, now, config) and state.finished_at is not None:
             times.append(state.finished_at + config.stale_after_seconds)  # the pause, if none
     elif state.queued > 0 and config.unavailable_after_seconds is not None:
         times.append(_usable_since(state) + config.unavailable_after_seconds)
     return min(times, default=None)
-
-
-# ------------------------------------------------------------------ what the snapshot shows
-
-
-def drain_rate(state: GateState) -> float:
-    return _signals.drain(state.rates)
-
-
-def mean_latency(state: GateState) -> float | None:
-    return _signals.mean_latency(state.rates)
-
-
-def unit_size(state: GateState, config: GateConfig) -> int:
-    return _units.size(_signals.drain(state.rates), config)
-
-
-def waiting_band(state: GateState, config: GateConfig) -> float:
-    return _limit.waiting_band(_signals.drain(state.rates), _signals.transit(state.front),
-                               config)
-
-
-def frontend_latency(state: GateState) -> float | None:
-    return _signals.front_latency(state.front)
-
-
-def frontend_tolerance(state: GateState) -> int | None:
-    return _signals.tolerance(state.front, _signals.drain(state.rates))
