@@ -73,6 +73,14 @@ def test_transit_is_the_newest_latency_queueing_included() -> None:
     assert front_latency(front) == pytest.approx(0.5)                   # the pipeline's own, as before
 
 
+def test_transit_stays_finite_when_sends_stop_and_the_stage_drains() -> None:
+    """Little's law over exits as well as entries: with no sends, the requests leaving
+    the stage still measure it (over entries alone the ratio grew without bound)."""
+    front = stream([20] * 20, 10)
+    front = stream(list(range(20, -1, -1)), 0, start=front, t0=20.0)  # one leaves a second
+    assert 0.0 < transit(front) < 20.0
+
+
 def test_no_latency_before_requests_enter_the_stage() -> None:
     assert front_latency(FrontEnd()) is None
     assert front_latency(stream([0, 0, 0], 0)) is None  # readings, but nothing sent

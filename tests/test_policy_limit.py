@@ -271,6 +271,8 @@ def test_at_the_band_and_under_kv_pressure(waiting: int, kv: float, expected: in
         (400, 200.0, 2.0, CFG, 300, False),                  # over it: held at 2 pages/s x 150 s
         (250, 200.0, 2.0, CFG, 250, False),                  # under that count: no growth, no cut
         (400, 200.0, 0.0, CFG, 800, True),                   # no drain measured yet: no bound
+        (1600, 200.0, 0.05, CFG, 1200, False),               # a ramp: n / L = 8 pages/s, not
+                                                             # the lagging 0.05 (C 8)
         (400, 200.0, 2.0, GateConfig(page_latency_limit_seconds=None), 800, True),
         (400, 200.0, 2.0, GateConfig(page_latency_limit_seconds=250.0), 800, True),
     ],

@@ -154,7 +154,8 @@ def update(
                 C' = C + min(C, KV room), C' = 2C where KV use < kv_signal_floor
     ADDITIVE    q < band, acked > 0: C' = C + min(acked, max(1, ceil(additive_growth_fraction x C)))
     HOLD        otherwise:           C' = C
-    then, while the mean page latency > page_latency_limit: C' = min(C', C, ceil(drain x limit));
+    then, while the mean page latency L > page_latency_limit:
+                C' = min(C', C, ceil(max(drain, n / L) x limit));
     C' within [initial_concurrency, max_in_flight_pages]. PREEMPTED, ABOVE_BAND and a latency
     bound that cuts C' end slow start.
     """
@@ -180,7 +181,8 @@ def update(
             case = Case.ADDITIVE
     bound = config.page_latency_limit_seconds
     if latency is not None and bound is not None and latency > bound and drain > 0.0:
-        ceiling = min(c.limit, math.ceil(drain * bound))
+        # Little's law: n / L is the rate now, where the drain still lags a ramp.
+        ceiling = min(c.limit, math.ceil(max(drain, in_flight / latency) * bound))
         if limit > ceiling:
             limit, slow_start = ceiling, False
     return replace(c, case=case).clamped(limit, slow_start, config)

@@ -3,7 +3,8 @@
 peak      = max(running, peak x 0.5^(dt / peak_half_life))
 queue     = backlog (waiting for capacity, else all waiting) + the front end's excess
 gap       = our requests on the wire - (running + waiting)
-transit   = area under the gap / our sends, both decayed over smoothing_polls
+transit   = area under the gap / max(our sends, requests that left it), each decayed over
+            smoothing_polls
 latency   = the lowest transit over the last drain window (the stage without a queue)
 tolerance = ceil(drain x latency);  excess = max(0, gap - tolerance)
 drain     = completions / busy seconds, both decayed over drain_window_seconds (busy: something
@@ -98,7 +99,7 @@ class FrontEnd:
     at: float | None = None                      # time of the last sample
     gap: float = 0.0                             # the gap at the last sample
     sent_seen: int = 0                           # our sends counted up to `at`
-    held: Ratio = Ratio()                        # the gap's area (request-seconds) / our sends
+    held: Ratio = Ratio()                        # the gap's area (request-seconds) / entries
     latencies: tuple[tuple[float, float], ...] = ()  # (at, transit), last drain window
 
 
@@ -116,7 +117,10 @@ def fold_front(
     dt = at - front.at
     decay = math.exp(-dt / (config.tuning.smoothing_polls * config.poll_interval_seconds))
     area = 0.5 * (front.gap + gap_now) * dt  # the trapezoid between samples
-    held = front.held.add(decay, area, sent_total - front.sent_seen)
+    sent = sent_total - front.sent_seen
+    left = sent - (gap_now - front.gap)
+    # Little's law by entries or exits, whichever is more: finite when sends stop.
+    held = front.held.add(decay, area, max(sent, left))
     latencies = tuple((t, w) for t, w in front.latencies if at - t <= config.drain_window_seconds)
     if held.den > 0.0:
         latencies = (*latencies, (at, held.num / held.den))
