@@ -60,8 +60,16 @@ class Part:
     what: str
     tuning: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
-    patches: tuple[tuple[str, str, Callable[[Any], Any]], ...] = ()
-    """(module, attribute, build): the attribute becomes build(original)."""
+    patches: tuple[tuple[str, Callable[[Any], Any]], ...] = ()
+    """(target, build): the target becomes build(original); a target is "module:name", the name
+    a function or a class's method ("module:Class.method")."""
+
+
+def located(target: str) -> tuple[Any, str]:
+    """The object that holds `target` ("module:name" or "module:Class.method"), and the name."""
+    module_name, _, path = target.partition(":")
+    *outer, attribute = path.split(".")
+    return functools.reduce(getattr, outer, importlib.import_module(module_name)), attribute
 
 
 def _returns(value: Any) -> Callable[[Any], Any]:
@@ -91,8 +99,8 @@ def _fixed_units(_original: Any) -> Any:
 
 
 def _window_drain(_original: Any) -> Any:
-    from pagegate.admission.policy import _signals
-    return _signals.drain
+    from pagegate.admission.policy._signals import Rates
+    return Rates.drain_rate
 
 
 def _newest_latency(_original: Any) -> Any:
@@ -104,7 +112,7 @@ def _newest_latency(_original: Any) -> Any:
 
 
 def _whole_gap(_original: Any) -> Any:
-    return lambda gap_now, tolerated: gap_now
+    return lambda front, gap_now, rate: gap_now
 
 
 BIG = 1e9
@@ -113,44 +121,44 @@ PARTS: tuple[Part, ...] = (
     Part("(nothing off)", "the gate as shipped"),
     # units: their size
     Part("unit-drain", "every unit is unit_pages, never two cooldowns of the drain",
-         patches=((f"{POLICY}._limit", "unit_size", _fixed_units),)),
+         patches=((f"{POLICY}._limit:unit_size", _fixed_units),)),
     # pages: the token bucket
     Part("token-bucket", "no pacing: pages go as soon as C allows",
          tuning={"pace_min_rate": BIG, "pace_gain": BIG}),
     Part("pace-recent", "the bucket follows the window's drain only",
-         patches=((f"{POLICY}._signals", "pace_drain", _window_drain),)),
+         patches=((f"{POLICY}._signals:Rates.pace_drain", _window_drain),)),
     # the front end
     Part("frontend", "the front end is no signal (no excess, no transit)",
-         patches=((f"{POLICY}._signals", "excess", _returns(0)),
-                  (f"{POLICY}._signals", "transit", _returns(0.0)))),
+         patches=((f"{POLICY}._signals:FrontEnd.excess", _returns(0)),
+                  (f"{POLICY}._signals:FrontEnd.transit", _returns(0.0)))),
     Part("frontend-allowance", "the whole front-end gap counts as queue",
-         patches=((f"{POLICY}._signals", "excess", _whole_gap),)),
+         patches=((f"{POLICY}._signals:FrontEnd.excess", _whole_gap),)),
     Part("frontend-min-filter", "the stage latency is the newest, not the window's lowest",
-         patches=((f"{POLICY}._signals", "front_latency", _newest_latency),)),
+         patches=((f"{POLICY}._signals:FrontEnd.stage_latency", _newest_latency),)),
     # readings
     Part("ack-clock", "a stale reading pauses dispatch even while pages finish",
-         patches=((f"{POLICY}._step", "_ack_clocked", _returns(False)),)),
+         patches=((f"{POLICY}._step:GateState._ack_clocked", _returns(False)),)),
     Part("stall-detection", "a calm engine that generates nothing is not 'stalled'",
-         patches=((f"{POLICY}._signals", "stalled", _returns(False)),)),
+         patches=((f"{POLICY}._signals:Signals.stalled", _returns(False)),)),
     # C
     Part("kv-start", "C does not start at the full-context requests the cache holds",
-         patches=((f"{POLICY}._limit", "_first_estimate", _first_arg),)),
+         patches=((f"{POLICY}._limit:Concurrency._first_estimate", _first_arg),)),
     Part("kv-room-bound", "slow start doubles C, never bounded by the KV room",
-         patches=((f"{POLICY}._limit", "_kv_room", _returns(None)),)),
+         patches=((f"{POLICY}._limit:_kv_room", _returns(None)),)),
     Part("taking-in", "a queue above the band is cut even while the engine takes it in",
-         patches=((f"{POLICY}._limit", "_taking_in", _returns(False)),)),
+         patches=((f"{POLICY}._limit:Concurrency._taking_in", _returns(False)),)),
     Part("regrow", "no doubling when C is far below the peak after slow start",
-         patches=((f"{POLICY}._limit", "_far_below_peak", _returns(False)),)),
+         patches=((f"{POLICY}._limit:Concurrency._far_below_peak", _returns(False)),)),
     Part("additive-share", "after slow start C grows by one page a reading, not 5 %",
          tuning={"additive_growth_fraction": 0.0}),
     Part("band-floor", "the band has no floor of 2",
          tuning={"waiting_band_min": 0.0}),
     Part("band-refill", "the band is its floor only (no refill term)",
-         patches=((f"{POLICY}._limit", "waiting_band", _band_floor),)),
+         patches=((f"{POLICY}._limit:waiting_band", _band_floor),)),
     Part("excess-share", "a queue cut takes the whole excess, not half",
          tuning={"excess_cut_share": 1.0}),
     Part("preemption-backoff", "a preemption does not cut C",
-         patches=((f"{POLICY}._limit", "update", _no_preemption_cut),)),
+         patches=((f"{POLICY}._limit:Concurrency.update", _no_preemption_cut),)),
     Part("latency-limit", "no page latency limit",
          config={"page_latency_limit_seconds": None}),
 )
@@ -174,11 +182,11 @@ def switched_off(part: Part) -> Iterator[None]:
             kw_old = dict(init.__kwdefaults__ or {})
             init.__kwdefaults__ = {**kw_old, **part.config}
             undo.append(lambda: setattr(init, "__kwdefaults__", kw_old))
-        for module_name, attribute, build in part.patches:
-            module = importlib.import_module(module_name)
-            original = getattr(module, attribute)
-            setattr(module, attribute, build(original))
-            undo.append(functools.partial(setattr, module, attribute, original))
+        for target, build in part.patches:
+            owner, attribute = located(target)
+            original = getattr(owner, attribute)
+            setattr(owner, attribute, build(original))
+            undo.append(functools.partial(setattr, owner, attribute, original))
         yield
     finally:
         for step in reversed(undo):

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 
-from bench.ablation import PART_NAMES, PARTS, switched_off
+from bench.ablation import PART_NAMES, PARTS, located, switched_off
 from pagegate.admission.policy import GateConfig
 
 
 def _seen(part_name: str) -> tuple[GateConfig, list[object]]:
     part = PART_NAMES[part_name]
-    attrs = [getattr(importlib.import_module(m), a) for m, a, _ in part.patches]
+    attrs = [getattr(*located(target)) for target, _ in part.patches]
     return GateConfig(), attrs
 
 

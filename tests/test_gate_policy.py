@@ -26,13 +26,11 @@ from pagegate.admission.policy import (
     ScrapeFailed,
     Tick,
     _limit,
-    _step,
     initial_state,
-    pause_reason,
     step,
 )
 from pagegate.admission.policy._signals import Ratio
-from pagegate.admission.policy._step import decide_release, fold, page_allowance
+from pagegate.admission.policy._step import fold
 from pagegate.server.metrics import Reading
 
 CFG = GateConfig(initial_concurrency=16)
@@ -67,8 +65,8 @@ def apply_release(state: GateState, decision: ReleaseDecision, now: float, confi
 
 
 def dispatch(state: GateState, now: float, config: GateConfig) -> tuple[GateState, int]:
-    assert page_allowance(state, now, config) >= 1
-    return _step._dispatch(state, now, config)
+    assert state.page_allowance(now, config) >= 1
+    return state.dispatch(now, config)
 
 
 def on_outcome(state: GateState, outcome: Outcome, unit_id: int, now: float, config: GateConfig,
@@ -78,11 +76,11 @@ def on_outcome(state: GateState, outcome: Outcome, unit_id: int, now: float, con
 
 def next_wake_at(state: GateState, decision: ReleaseDecision, now: float, config: GateConfig
                  ) -> float | None:
-    return _step._next_wake_at(state, decision, now, config)
+    return state.next_wake_at(decision, now, config)
 
 
 def unavailable(state: GateState, now: float, config: GateConfig) -> bool:
-    return pause_reason(state, now, config) is not None and _step._unavailable(state, now, config)
+    return state.pause_reason(now, config) is not None and state.unavailable(now, config)
 
 
 def pace_rate(state: GateState, config: GateConfig) -> float:
@@ -144,7 +142,7 @@ def with_waiters(state: GateState, n: int) -> GateState:
 
 
 def released(state: GateState, now: float, config: GateConfig = CFG) -> GateState:
-    decision = decide_release(state, now, config)
+    decision = state.decide_release(now, config)
     assert decision.release, decision
     return apply_release(state, decision, now, config)
 
@@ -214,7 +212,7 @@ def test_small_cap_clamps_the_concurrency_limit() -> None:
 def test_peak_ratio_rule(peak_running: int, waiting: int, releases: bool) -> None:
     state = observe(initial_state(0.0, CFG), reading(0.0, running=peak_running), CFG)
     state = observe(with_waiters(state, 1), reading(1.0, running=peak_running, waiting=waiting), CFG)
-    decision = decide_release(state, 1.0, CFG)
+    decision = state.decide_release(1.0, CFG)
     assert decision.release is releases
     if not releases:
         assert decision.reason is Reason.PEAK_RATIO
@@ -246,12 +244,12 @@ def test_an_early_spike_stops_setting_the_threshold_after_it_decays() -> None:
     state = observe(initial_state(0.0, CFG), reading(0.0, running=1000), CFG)
     state = with_waiters(state, 1)
     early = observe(state, reading(1.0, running=40, waiting=60), CFG)
-    assert decide_release(early, 1.0, CFG).release
+    assert early.decide_release(1.0, CFG).release
     late = state
     for t in range(60, 3601, 60):
         late = observe(late, reading(float(t), running=40, waiting=60), CFG)
     assert late.signals.peak == pytest.approx(40.0, abs=20.0)
-    assert decide_release(late, 3600.0, CFG).reason is Reason.PEAK_RATIO
+    assert late.decide_release(3600.0, CFG).reason is Reason.PEAK_RATIO
 
 
 # ------------------------------------------------------------------------- rule 3: cooldown
@@ -260,7 +258,7 @@ def test_an_early_spike_stops_setting_the_threshold_after_it_decays() -> None:
 def _after_first_release(config: GateConfig = CFG) -> GateState:
     state = observe(initial_state(0.0, config), reading(0.0), config)
     state = released(with_waiters(state, 1000), 0.0, config)
-    state, units = send(state, page_allowance(state, 0.0, config), 0.0, config)
+    state, units = send(state, state.page_allowance(0.0, config), 0.0, config)
     state = on_outcome(state, Outcome.OK, units[0], 0.5, config)
     # Use up the unit's credits so that a refill is wanted.
     return replace(state, credits=())
@@ -273,7 +271,7 @@ def _after_first_release(config: GateConfig = CFG) -> GateState:
 def test_cooldown_rule(now: float, releases: bool) -> None:
     state = _after_first_release()
     state = observe(state, reading(now), CFG)
-    decision = decide_release(state, now, CFG)
+    decision = state.decide_release(now, CFG)
     assert decision.release is releases
     if not releases:
         assert decision.reason is Reason.COOLDOWN
@@ -282,19 +280,19 @@ def test_cooldown_rule(now: float, releases: bool) -> None:
 
 def test_first_release_happens_at_once_when_ready_and_idle() -> None:
     state = with_waiters(initial_state(100.0, CFG), 3)
-    assert decide_release(state, 100.0, CFG).reason is Reason.NO_READING
+    assert state.decide_release(100.0, CFG).reason is Reason.NO_READING
     state = observe(state, reading(100.0), CFG)
-    decision = decide_release(state, 100.0, CFG)
+    decision = state.decide_release(100.0, CFG)
     assert decision.release and decision.pages == CFG.unit_pages
 
 
 def test_a_decision_releases_at_most_one_unit_and_the_next_one_waits() -> None:
     state = observe(with_waiters(initial_state(0.0, CFG), 10_000), reading(0.0), CFG)
-    decision = decide_release(state, 0.0, CFG)
+    decision = state.decide_release(0.0, CFG)
     state = apply_release(state, decision, 0.0, CFG)
     assert state.units.open_credits == decision.pages
     assert state.units.units_released == 1
-    again = decide_release(replace(state, credits=()), 0.0, CFG)
+    again = replace(state, credits=()).decide_release(0.0, CFG)
     assert not again.release and again.reason is Reason.COOLDOWN
 
 
@@ -311,9 +309,9 @@ def _second_unit_wanted() -> tuple[GateState, list[int]]:
 
 def test_progress_rule_holds_until_a_page_of_the_last_unit_completes() -> None:
     state, units = _second_unit_wanted()
-    assert decide_release(state, 40.0, CFG).reason is Reason.PROGRESS
+    assert state.decide_release(40.0, CFG).reason is Reason.PROGRESS
     state = on_outcome(state, Outcome.OK, units[0], 40.0, CFG)
-    assert decide_release(state, 40.0, CFG).release
+    assert state.decide_release(40.0, CFG).release
 
 
 @pytest.mark.parametrize(
@@ -329,7 +327,7 @@ def test_which_outcomes_count_as_progress(outcome: Outcome, counts: bool) -> Non
     state, units = _second_unit_wanted()
     state = on_outcome(state, outcome, units[0], 40.0, CFG)
     state = replace(state, credits=())  # keep the refill wanted whatever came back
-    assert decide_release(state, 40.0, CFG).release is counts
+    assert state.decide_release(40.0, CFG).release is counts
 
 
 def test_a_completion_from_an_older_unit_is_not_progress_of_the_newest() -> None:
@@ -339,7 +337,7 @@ def test_a_completion_from_an_older_unit_is_not_progress_of_the_newest() -> None
     state = replace(state, credits=())
     state = on_outcome(state, Outcome.OK, units_of_first[1], 80.0, CFG)  # unit 1 again
     state = observe(state, reading(80.0), CFG)
-    assert decide_release(state, 80.0, CFG).reason is Reason.PROGRESS
+    assert state.decide_release(80.0, CFG).reason is Reason.PROGRESS
 
 
 def test_progress_rule_can_be_switched_off() -> None:
@@ -347,7 +345,7 @@ def test_progress_rule_can_be_switched_off() -> None:
     state = observe(initial_state(0.0, config), reading(0.0), config)
     state = released(with_waiters(state, 1000), 0.0, config)
     state = observe(replace(state, credits=()), reading(40.0), config)
-    assert decide_release(state, 40.0, config).release
+    assert state.decide_release(40.0, config).release
 
 
 # ------------------------------------------------------------------------- freshness
@@ -355,31 +353,31 @@ def test_progress_rule_can_be_switched_off() -> None:
 
 def test_no_release_without_a_reading_or_after_a_failed_scrape() -> None:
     state = with_waiters(initial_state(0.0, CFG), 5)
-    assert decide_release(state, 0.0, CFG).reason is Reason.NO_READING
+    assert state.decide_release(0.0, CFG).reason is Reason.NO_READING
     state = observe(state, reading(0.0), CFG)
     failed = observe_failure(state, 0.5, CFG)
-    assert decide_release(failed, 0.5, CFG).reason is Reason.SCRAPE_FAILED
-    assert decide_release(observe(failed, reading(1.0), CFG), 1.0, CFG).release
+    assert failed.decide_release(0.5, CFG).reason is Reason.SCRAPE_FAILED
+    assert observe(failed, reading(1.0), CFG).decide_release(1.0, CFG).release
 
 
 @pytest.mark.parametrize(("age", "fresh"), [(0.0, True), (4.9, True), (5.0, True), (5.01, False)])
 def test_stale_reading_freezes_releases_and_pages(age: float, fresh: bool) -> None:
     state = observe(with_waiters(initial_state(0.0, CFG), 5), reading(0.0), CFG)
-    decision = decide_release(state, age, CFG)
+    decision = state.decide_release(age, CFG)
     assert decision.release is fresh
     if not fresh:
         assert decision.reason is Reason.STALE
-        assert pause_reason(state, age, CFG) is Reason.STALE
-        state = apply_release(state, decide_release(state, 0.0, CFG), 0.0, CFG)
-        assert page_allowance(state, age, CFG) == 0
+        assert state.pause_reason(age, CFG) is Reason.STALE
+        state = apply_release(state, state.decide_release(0.0, CFG), 0.0, CFG)
+        assert state.page_allowance(age, CFG) == 0
 
 
 def test_one_failed_scrape_does_not_pause_pages_but_freezes_releases() -> None:
     state = observe(with_waiters(initial_state(0.0, CFG), 5), reading(0.0), CFG)
     state = released(state, 0.0)
     state = observe_failure(state, 1.0, CFG)
-    assert page_allowance(state, 1.0, CFG) == 5
-    assert decide_release(replace(state, credits=()), 1.0, CFG).reason is Reason.SCRAPE_FAILED
+    assert state.page_allowance(1.0, CFG) == 5
+    assert replace(state, credits=()).decide_release(1.0, CFG).reason is Reason.SCRAPE_FAILED
 
 
 def _stale_with_pages_back(finished_at: float, back: int, healthy: bool = True) -> GateState:
@@ -388,7 +386,7 @@ def _stale_with_pages_back(finished_at: float, back: int, healthy: bool = True) 
     state = observe(with_waiters(initial_state(0.0, config), 20), reading(0.0), config)
     state = released(state, 0.0, config)
     units_sent = []
-    for _ in range(page_allowance(state, 0.0, config)):
+    for _ in range(state.page_allowance(0.0, config)):
         state, unit = dispatch(state, 0.0, config)
         units_sent.append(unit)
     state = observe(state, reading(0.0, running=4, healthy=healthy), config)  # the newest reading
@@ -409,14 +407,14 @@ def test_a_stale_reading_lets_pages_replace_the_pages_back_and_no_more(
 ) -> None:
     config = gate_config(initial_concurrency=4)
     state = _stale_with_pages_back(finished_at, back)
-    assert page_allowance(state, now, config) == allowed
-    assert (pause_reason(state, now, config) is None) == (back > 0 and now - finished_at < 5.0)
-    assert decide_release(replace(state, credits=()), now, config).reason is Reason.STALE
+    assert state.page_allowance(now, config) == allowed
+    assert (state.pause_reason(now, config) is None) == (back > 0 and now - finished_at < 5.0)
+    assert replace(state, credits=()).decide_release(now, config).reason is Reason.STALE
     assert state.clocked_total == 0  # the four pages went on a fresh reading
     for _ in range(allowed):
         state, _ = dispatch(state, now, config)
     assert state.in_flight <= 4  # never more than at the newest reading
-    assert page_allowance(state, now, config) == 0
+    assert state.page_allowance(now, config) == 0
     assert state.clocked_total == allowed  # each page sent on the stale reading counted
 
 
@@ -424,22 +422,22 @@ def test_a_stale_reading_does_not_pause_until_pages_stop_coming_back() -> None:
     config = gate_config(initial_concurrency=4)
     state = _stale_with_pages_back(5.5, 1)
     state, _ = dispatch(state, 6.0, config)  # the one page back is replaced: nothing left
-    decision = decide_release(state, 6.0, config)
+    decision = state.decide_release(6.0, config)
     assert next_wake_at(state, decision, 6.0, config) == 10.5  # when the pause would start
-    assert pause_reason(state, 10.5, config) is Reason.STALE
+    assert state.pause_reason(10.5, config) is Reason.STALE
 
 
 def test_a_stale_unhealthy_reading_pauses_even_with_pages_back() -> None:
     config = gate_config(initial_concurrency=4)
     state = _stale_with_pages_back(5.5, 3, healthy=False)
-    assert pause_reason(state, 6.0, config) is Reason.STALE
-    assert page_allowance(state, 6.0, config) == 0
+    assert state.pause_reason(6.0, config) is Reason.STALE
+    assert state.page_allowance(6.0, config) == 0
 
 
 def test_unhealthy_reading_pauses() -> None:
     state = observe(with_waiters(initial_state(0.0, CFG), 5), reading(0.0, healthy=False), CFG)
-    assert decide_release(state, 0.0, CFG).reason is Reason.UNHEALTHY
-    assert pause_reason(state, 0.0, CFG) is Reason.UNHEALTHY
+    assert state.decide_release(0.0, CFG).reason is Reason.UNHEALTHY
+    assert state.pause_reason(0.0, CFG) is Reason.UNHEALTHY
 
 
 @pytest.mark.parametrize(
@@ -454,7 +452,7 @@ def test_stall_detection(generated_later: float, running: int, stalled: bool) ->
     state = observe(initial_state(0.0, CFG), reading(0.0, running=5, generated=100.0), CFG)
     for t in range(1, 62):
         state = observe(state, reading(float(t), running=running, generated=generated_later), CFG)
-    assert (pause_reason(state, 61.0, CFG) is Reason.STALLED) is stalled
+    assert (state.pause_reason(61.0, CFG) is Reason.STALLED) is stalled
 
 
 @pytest.mark.parametrize(("paused_for", "fails"), [(899.0, False), (900.0, True)])
@@ -475,10 +473,10 @@ def test_unavailable_counts_from_start_when_no_reading_ever_came() -> None:
 
 def test_no_release_without_uncredited_waiters() -> None:
     state = observe(initial_state(0.0, CFG), reading(0.0), CFG)
-    assert decide_release(state, 0.0, CFG).reason is Reason.NO_DEMAND
+    assert state.decide_release(0.0, CFG).reason is Reason.NO_DEMAND
     state = released(with_waiters(state, 3), 0.0)
     state = observe(add_waiter(state), reading(31.0), CFG)  # 4 waiters, 256 credits
-    assert decide_release(state, 31.0, CFG).reason is Reason.NO_DEMAND
+    assert state.decide_release(31.0, CFG).reason is Reason.NO_DEMAND
 
 
 @pytest.mark.parametrize(
@@ -501,7 +499,7 @@ def test_release_when_the_unit_is_used_up_or_the_page_level_has_more_room(
     state = on_outcome(state, Outcome.OK, units[0], 1.0, CFG)
     state = observe(state, reading(40.0, running=1, kv=0.95), CFG)  # KV pressure: C holds
     state = replace(state, credits=((1, left),) if left else (), limit=state.in_flight + room)
-    decision = decide_release(state, 40.0, CFG)
+    decision = state.decide_release(40.0, CFG)
     assert decision.release is releases
     if not releases:
         assert decision.reason is Reason.CREDITS_LEFT
@@ -555,32 +553,32 @@ def test_a_unit_is_unit_pages_or_two_cooldowns_of_the_drain(drain: float | None,
     state = initial_state(0.0, CFG) if drain is None else _with_drain(drain)
     assert state.unit_size(CFG) == pages
     state = observe(with_waiters(state, 10_000), reading(0.0), CFG)
-    assert decide_release(state, 0.0, CFG).pages == pages
+    assert state.decide_release(0.0, CFG).pages == pages
 
 
 def test_latency_is_a_decayed_mean_of_completed_pages() -> None:
     state = observe(initial_state(0.0, CFG), reading(0.0), CFG)
     state = released(with_waiters(state, 10), 0.0)
     state, units = send(state, 3, 0.0)
-    assert state.mean_latency() is None
+    assert state.rates.mean_latency() is None
     state = on_outcome(state, Outcome.OK, units[0], 10.0, CFG, dispatched_at=0.0)
     state = on_outcome(state, Outcome.OK, units[1], 10.0, CFG, dispatched_at=-20.0)
-    assert state.mean_latency() == pytest.approx(20.0)
+    assert state.rates.mean_latency() == pytest.approx(20.0)
     # A page the server did not finish says nothing about latency.
     state = on_outcome(state, Outcome.CAPACITY, units[2], 10.0, CFG, dispatched_at=-1000.0)
-    assert state.mean_latency() == pytest.approx(20.0)
+    assert state.rates.mean_latency() == pytest.approx(20.0)
     # One drain window later, the old pages weigh e^-1 each against a new one of 5 s.
     state = replace(state, in_flight=1)
     state = on_outcome(state, Outcome.OK, units[0], 70.0, CFG, dispatched_at=65.0)
     w = math.exp(-1.0)
-    assert state.mean_latency() == pytest.approx((w * 40.0 + 5.0) / (w * 2 + 1))
+    assert state.rates.mean_latency() == pytest.approx((w * 40.0 + 5.0) / (w * 2 + 1))
 
 
 def test_pacing_follows_the_drain_from_the_first_completions() -> None:
     state = initial_state(0.0, CFG)
     assert pace_rate(state, CFG) == CFG.tuning.pace_min_rate  # nothing measured: the floor
     fast = replace(state, drain=Ratio(27.0, 1.0))  # one busy second, 27 pages
-    assert fast.drain_rate() == pytest.approx(27.0)
+    assert fast.rates.drain_rate() == pytest.approx(27.0)
     assert pace_rate(fast, CFG) == pytest.approx(4 * 27.0)  # pacing follows it at once
     slow = replace(state, drain=Ratio(1.0, 1.0))
     assert pace_rate(slow, CFG) == CFG.tuning.pace_min_rate
@@ -600,7 +598,7 @@ def test_drain_rate_counts_busy_time_from_the_first_completion() -> None:
         state = replace(state, in_flight=state.in_flight + 1)  # keep the server busy
         if i % 2 == 1:
             state = observe(state, reading(t), CFG)
-    assert state.drain_rate() == pytest.approx(2.0, rel=0.05)
+    assert state.rates.drain_rate() == pytest.approx(2.0, rel=0.05)
 
 
 # ------------------------------------------------------------------------- pacing: C
@@ -788,11 +786,11 @@ def _open_gate(config: GateConfig, waiters: int) -> GateState:
 def test_token_bucket_spreads_a_unit_over_time() -> None:
     config = GateConfig(initial_concurrency=4, tuning=GateTuning(pace_min_rate=10.0))
     state = replace(_open_gate(config, 100), limit=200)
-    assert page_allowance(state, 0.0, config) == 10  # a full bucket: one second's worth
+    assert state.page_allowance(0.0, config) == 10  # a full bucket: one second's worth
     state, _ = send(state, 10, 0.0, config)
-    assert page_allowance(state, 0.0, config) == 0
+    assert state.page_allowance(0.0, config) == 0
     assert next_token_at(state, 0.0, config) == pytest.approx(0.1)
-    assert page_allowance(state, 0.35, config) == 3
+    assert state.page_allowance(0.35, config) == 3
 
 
 def test_a_short_poll_still_leaves_the_bucket_c_floor_tokens() -> None:
@@ -801,10 +799,10 @@ def test_a_short_poll_still_leaves_the_bucket_c_floor_tokens() -> None:
     config = GateConfig(initial_concurrency=4, poll_interval_seconds=0.1, stale_after_seconds=3.0,
                         tuning=GateTuning(pace_min_rate=10.0))
     state = replace(_open_gate(config, 100), limit=16)
-    assert page_allowance(state, 0.0, config) == config.concurrency_start == 4
+    assert state.page_allowance(0.0, config) == config.concurrency_start == 4
     state, _ = send(state, 4, 0.0, config)
-    assert page_allowance(state, 0.3, config) == 3  # the late wake-up keeps its refill
-    assert page_allowance(state, 2.0, config) == 4  # and idle time does not pile up
+    assert state.page_allowance(0.3, config) == 3  # the late wake-up keeps its refill
+    assert state.page_allowance(2.0, config) == 4  # and idle time does not pile up
 
 
 @pytest.mark.parametrize(
@@ -814,23 +812,23 @@ def test_a_short_poll_still_leaves_the_bucket_c_floor_tokens() -> None:
 def test_allowance_respects_limit_and_cap(limit: int, cap: int, in_flight: int, allowed: int) -> None:
     config = GateConfig(max_in_flight_pages=cap, initial_concurrency=1)
     state = replace(_open_gate(config, 100), limit=limit, in_flight=in_flight)
-    assert page_allowance(state, 0.0, config) == allowed
+    assert state.page_allowance(0.0, config) == allowed
 
 
 def test_next_wake_names_the_cooldown_end_and_the_next_token() -> None:
     state = observe(_after_first_release(), reading(10.0), CFG)
-    decision = decide_release(state, 10.0, CFG)
+    decision = state.decide_release(10.0, CFG)
     assert decision.reason is Reason.COOLDOWN
     assert next_wake_at(state, decision, 10.0, CFG) == 30.0
     config = GateConfig(initial_concurrency=4, tuning=GateTuning(pace_min_rate=2.0))
     state = replace(_open_gate(config, 100), limit=16)
-    state, _ = send(state, page_allowance(state, 0.0, config), 0.0, config)
-    assert next_wake_at(state, decide_release(state, 0.0, config), 0.0, config) == pytest.approx(0.5)
+    state, _ = send(state, state.page_allowance(0.0, config), 0.0, config)
+    assert next_wake_at(state, state.decide_release(0.0, config), 0.0, config) == pytest.approx(0.5)
 
 
 def test_next_wake_is_the_unavailable_deadline_while_paused_with_waiters() -> None:
     state = with_waiters(observe(initial_state(0.0, CFG), reading(0.0), CFG), 1)
-    assert next_wake_at(state, decide_release(state, 10.0, CFG), 10.0, CFG) == 900.0
+    assert next_wake_at(state, state.decide_release(10.0, CFG), 10.0, CFG) == 900.0
 
 
 # ------------------------------------------------------------------------- interleavings
@@ -959,7 +957,7 @@ class Referee:
             open_before = state.units.open_credits + admitted - decision.pages
             assert waiting_before > open_before, "release without demand"
             assert decision.pages == max(
-                config.unit_pages, math.ceil(2 * state.drain_rate() * config.cooldown_seconds))
+                config.unit_pages, math.ceil(2 * state.rates.drain_rate() * config.cooldown_seconds))
             self.releases.append(now)
             self.latest_unit_done = 0
         else:
@@ -983,7 +981,7 @@ class Referee:
         self.peak_limit = max(self.peak_limit, state.concurrency.limit)
         assert actions.wake_at is None or actions.wake_at > now, "a wake-up in the past would spin"
         # Nothing waits that may go: every step admits all the pages it may.
-        assert page_allowance(state, now, config) == 0, "a page left waiting that may go"
+        assert state.page_allowance(now, config) == 0, "a page left waiting that may go"
 
     def check(self) -> None:
         config, state = self.config, self.state

@@ -6,15 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pagegate.admission.policy import GateConfig
-from pagegate.admission.policy._signals import (
-    FrontEnd,
-    excess,
-    fold_front,
-    front_latency,
-    gap,
-    tolerance,
-    transit,
-)
+from pagegate.admission.policy._signals import FrontEnd, gap
 from pagegate.server.metrics import Reading
 
 CFG = GateConfig()  # poll 1 s, smoothing 4 polls, drain window 60 s
@@ -26,7 +18,7 @@ def stream(gaps: list[int], sends_per_poll: int, *, start: FrontEnd | None = Non
     front = start or FrontEnd()
     sent = front.sent_seen + (sends_per_poll if front.at is not None else 0)
     for k, g in enumerate(gaps):
-        front = fold_front(front, t0 + k * config.poll_interval_seconds, g, sent, config)
+        front = front.fold(t0 + k * config.poll_interval_seconds, g, sent, config)
         sent += sends_per_poll
     return front
 
@@ -59,18 +51,18 @@ def test_the_stage_latency_is_littles_law_over_the_gap(
     gap_held: int, sends_per_poll: int, expected: float
 ) -> None:
     front = stream([gap_held] * 10, sends_per_poll)
-    assert front_latency(front) == pytest.approx(expected)
+    assert front.stage_latency() == pytest.approx(expected)
 
 
 def test_transit_is_the_newest_latency_queueing_included() -> None:
     """Unlike the estimate without queues (the minimum), a refill's transit time is what
     a request sent now takes: it rises with a queue in the stage at once."""
-    assert transit(FrontEnd()) == 0.0                        # nothing measured yet
+    assert FrontEnd().transit() == 0.0                       # nothing measured yet
     front = stream([5] * 20, 10)
-    assert transit(front) == pytest.approx(0.5, rel=0.05)
+    assert front.transit() == pytest.approx(0.5, rel=0.05)
     front = stream([20] * 20, 10, start=front, t0=20.0)
-    assert transit(front) == pytest.approx(2.0, rel=0.05)    # queued: 2 s to the engine
-    assert front_latency(front) == pytest.approx(0.5)                   # the pipeline's own, as before
+    assert front.transit() == pytest.approx(2.0, rel=0.05)   # queued: 2 s to the engine
+    assert front.stage_latency() == pytest.approx(0.5)       # the pipeline's own, as before
 
 
 def test_transit_stays_finite_when_sends_stop_and_the_stage_drains() -> None:
@@ -78,13 +70,13 @@ def test_transit_stays_finite_when_sends_stop_and_the_stage_drains() -> None:
     the stage still measure it (over entries alone the ratio grew without bound)."""
     front = stream([20] * 20, 10)
     front = stream(list(range(20, -1, -1)), 0, start=front, t0=20.0)  # one leaves a second
-    assert 0.0 < transit(front) < 20.0
+    assert 0.0 < front.transit() < 20.0
 
 
 def test_no_latency_before_requests_enter_the_stage() -> None:
-    assert front_latency(FrontEnd()) is None
-    assert front_latency(stream([0, 0, 0], 0)) is None  # readings, but nothing sent
-    assert front_latency(stream([3], 10)) is None  # one reading: no interval yet
+    assert FrontEnd().stage_latency() is None
+    assert stream([0, 0, 0], 0).stage_latency() is None  # readings, but nothing sent
+    assert stream([3], 10).stage_latency() is None  # one reading: no interval yet
 
 
 def test_the_latency_is_the_lowest_over_the_drain_window() -> None:
@@ -92,9 +84,9 @@ def test_the_latency_is_the_lowest_over_the_drain_window() -> None:
     and forgets it only after a drain window of higher ones."""
     front = stream([5] * 5, 10)                                   # 0.5 s
     front = stream([20] * 30, 10, start=front, t0=5.0)            # 2.0 s: queued
-    assert front_latency(front) == pytest.approx(0.5)
+    assert front.stage_latency() == pytest.approx(0.5)
     front = stream([20] * 90, 10, start=front, t0=35.0)           # > 60 s after the low ones
-    assert front_latency(front) == pytest.approx(2.0)
+    assert front.stage_latency() == pytest.approx(2.0)
 
 
 @pytest.mark.parametrize(
@@ -111,7 +103,7 @@ def test_the_tolerance_is_rate_times_latency(
     stage_latency: float | None, rate: float, expected: int | None
 ) -> None:
     front = FrontEnd() if stage_latency is None else FrontEnd(latencies=((0.0, stage_latency),))
-    assert tolerance(front, rate) == expected
+    assert front.tolerance(rate) == expected
 
 
 def test_a_bottleneck_stage_held_at_its_tolerance_does_not_raise_it() -> None:
@@ -121,7 +113,7 @@ def test_a_bottleneck_stage_held_at_its_tolerance_does_not_raise_it() -> None:
     rate = 10.0
     front = stream([5] * 5, 10)
     for k in range(200):
-        held = tolerance(front, rate)
+        held = front.tolerance(rate)
         assert held == 5
         front = stream([held], 10, start=front, t0=5.0 + k)
 
@@ -131,11 +123,13 @@ def test_a_bottleneck_stage_held_at_its_tolerance_does_not_raise_it() -> None:
     [(10, 4, 6), (3, 4, 0), (10, None, 0), (10, 0, 10)],
 )
 def test_only_the_excess_counts_as_queue(gap_now: int, tolerated: int | None, expected: int) -> None:
-    assert excess(gap_now, tolerated) == expected
+    front = FrontEnd() if tolerated is None else FrontEnd(latencies=((0.0, tolerated / 10),))
+    assert front.tolerance(10.0) == tolerated
+    assert front.excess(gap_now, 10.0) == expected
 
 
 def test_a_counter_that_went_back_restarts_the_samples() -> None:
     front = stream([5] * 5, 10)
-    restarted = fold_front(front, 10.0, 5, 0, CFG)  # a new OnTheWire (another gate) started at 0
+    restarted = front.fold(10.0, 5, 0, CFG)  # a new OnTheWire (another gate) started at 0
     assert restarted.sent_seen == 0
-    assert front_latency(restarted) == front_latency(front)
+    assert restarted.stage_latency() == front.stage_latency()

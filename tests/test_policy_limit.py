@@ -10,8 +10,6 @@ from pagegate.admission.policy import GateConfig, GateTuning, initial_state
 from pagegate.admission.policy._limit import (
     Case,
     Concurrency,
-    _first_estimate,
-    update,
     waiting_band,
 )
 from pagegate.server.metrics import Reading
@@ -44,7 +42,7 @@ def step(
     seen = r.running if running_seen is None else running_seen
     before = Concurrency(limit=limit, slow_start=slow_start, running_seen=seen,
                          acked=acked, estimated=True)
-    return update(before, r, queue=float(r.waiting) if queue is None else queue, peak=peak,
+    return before.update(r, queue=float(r.waiting) if queue is None else queue, peak=peak,
                   in_flight=in_flight, preempted=preempted, drain=drain, transit=0.0,
                   latency=latency, config=config)
 
@@ -114,7 +112,7 @@ def test_a_calm_stall_never_grows_c_and_completions_resume_growth() -> None:
     calm = reading(running=16)
     limits = []
     for second in range(12):
-        concurrency = update(concurrency, calm, queue=0.0, peak=16.0, in_flight=16,
+        concurrency = concurrency.update(calm, queue=0.0, peak=16.0, in_flight=16,
                              preempted=False, drain=0.0, transit=0.0, latency=None, config=CFG)
         limits.append(concurrency.limit)
         if second >= 9:  # the engine comes back: two pages return between readings
@@ -137,10 +135,10 @@ def test_the_first_reading_starts_c_at_the_full_context_requests_the_cache_holds
 ) -> None:
     r = Reading(waiting=0, running=0, kv_usage=0.0, at=0.0,
                 kv_max_concurrency=kv_max_concurrency)
-    first = _first_estimate(Concurrency(limit=limit), r, CFG)
+    first = Concurrency(limit=limit)._first_estimate(r, CFG)
     assert first.limit == expected and first.estimated
     later = Reading(waiting=0, running=0, kv_usage=0.0, at=1.0, kv_max_concurrency=2000.0)
-    assert _first_estimate(first, later, CFG) == first  # only the first reading counts
+    assert first._first_estimate(later, CFG) == first  # only the first reading counts
 
 
 @pytest.mark.parametrize(

@@ -7,15 +7,7 @@ import math
 import pytest
 
 from pagegate.admission.policy import GateConfig
-from pagegate.admission.policy._signals import (
-    Rates,
-    Ratio,
-    add_latency,
-    drain,
-    mean_latency,
-    pace_drain,
-    sample_drain,
-)
+from pagegate.admission.policy._signals import Rates, Ratio
 
 CFG = GateConfig()
 
@@ -35,7 +27,7 @@ def test_the_drain_counts_busy_time_from_the_first_completion(
     completed_before: int, completed: int, in_flight: int, dt: float, counted: bool
 ) -> None:
     start = Rates(drain=Ratio(6.0, 10.0), drain_at=0.0, drain_completed=completed_before)
-    after = sample_drain(start, dt, completed, in_flight, CFG)
+    after = start.sample(dt, completed, in_flight, CFG)
     assert (after.drain_at, after.drain_completed) == (dt, completed)
     if counted:
         decay = math.exp(-dt / 60.0)
@@ -46,34 +38,34 @@ def test_the_drain_counts_busy_time_from_the_first_completion(
 
 
 def test_the_first_sample_only_starts_the_clock() -> None:
-    assert sample_drain(Rates(), 4.0, 7, 3, CFG) == Rates(drain_at=4.0, drain_completed=7)
+    assert Rates().sample(4.0, 7, 3, CFG) == Rates(drain_at=4.0, drain_completed=7)
 
 
 def test_the_drain_is_completions_per_busy_second() -> None:
-    assert drain(Rates(drain=Ratio(30.0, 10.0))) == pytest.approx(3.0)
-    assert drain(Rates()) == 0.0
+    assert Rates(drain=Ratio(30.0, 10.0)).drain_rate() == pytest.approx(3.0)
+    assert Rates().drain_rate() == 0.0
 
 
 def test_pacing_follows_the_last_polls_drain_in_a_ramp() -> None:
     """Completions doubling every 5 s: the window's mean trails far behind, the last
     poll's drain does not, and pacing takes the larger."""
-    rates, done = sample_drain(Rates(), 0.0, 1, 1, CFG), 1
+    rates, done = Rates().sample(0.0, 1, 1, CFG), 1
     for t in range(1, 31):
         done += round(2 ** (t / 5))
-        rates = sample_drain(rates, float(t), done, 100, CFG)
+        rates = rates.sample(float(t), done, 100, CFG)
     now = 2 ** (30 / 5)                                  # 64 pages/s in the last second
-    assert drain(rates) < 0.4 * now
-    assert 0.7 * now < pace_drain(rates) <= now          # three polls' weight: ~3/4 of it
-    assert pace_drain(Rates(drain=Ratio(30.0, 10.0))) == pytest.approx(3.0)  # never below
-    assert pace_drain(Rates()) == 0.0
+    assert rates.drain_rate() < 0.4 * now
+    assert 0.7 * now < rates.pace_drain() <= now          # three polls' weight: ~3/4 of it
+    assert Rates(drain=Ratio(30.0, 10.0)).pace_drain() == pytest.approx(3.0)  # never below
+    assert Rates().pace_drain() == 0.0
 
 
 def test_latency_is_a_decayed_mean_over_the_drain_window() -> None:
-    assert mean_latency(Rates()) is None
-    rates = add_latency(Rates(), 10.0, 0.0, CFG)
-    rates = add_latency(rates, 30.0, 0.0, CFG)
-    assert mean_latency(rates) == pytest.approx(20.0)
-    rates = add_latency(rates, 5.0, 60.0, CFG)  # one window later the old two weigh e^-1
+    assert Rates().mean_latency() is None
+    rates = Rates().add_latency(10.0, 0.0, CFG)
+    rates = rates.add_latency(30.0, 0.0, CFG)
+    assert rates.mean_latency() == pytest.approx(20.0)
+    rates = rates.add_latency(5.0, 60.0, CFG)  # one window later the old two weigh e^-1
     w = math.exp(-1.0)
-    assert mean_latency(rates) == pytest.approx((w * 40.0 + 5.0) / (w * 2 + 1))
-    assert mean_latency(add_latency(Rates(), -1.0, 0.0, CFG)) == 0.0  # a clock that ran back
+    assert rates.mean_latency() == pytest.approx((w * 40.0 + 5.0) / (w * 2 + 1))
+    assert Rates().add_latency(-1.0, 0.0, CFG).mean_latency() == 0.0  # a clock that ran back

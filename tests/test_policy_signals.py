@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from pagegate.admission.policy import GateConfig, Reason
-from pagegate.admission.policy._signals import Signals, fold, out_of_order, stalled, usable
+from pagegate.admission.policy._signals import Signals
 from pagegate.admission.policy._step import reading_pause, release_hold
 from pagegate.server.metrics import Reading
 
@@ -31,7 +31,7 @@ def reading(
 def seen(*readings: Reading, front_excess: int = 0, config: GateConfig = CFG) -> Signals:
     signals = Signals()
     for r in readings:
-        signals, _ = fold(signals, r, front_excess, config)
+        signals, _ = signals.fold(r, front_excess, config)
     return signals
 
 
@@ -49,7 +49,7 @@ def test_peak_is_the_decayed_maximum_of_running(
     peak_before: float, dt: float, running: int, peak: float
 ) -> None:
     start = Signals(reading=reading(0.0), peak=peak_before)
-    signals, _ = fold(start, reading(dt, running=running), 0, CFG)
+    signals, _ = start.fold(reading(dt, running=running), 0, CFG)
     assert signals.peak == pytest.approx(peak)
 
 
@@ -80,7 +80,7 @@ def test_a_preemption_is_a_rise_of_the_counter(
     before: float | None, after: float | None, preempted: bool
 ) -> None:
     start = seen(reading(0.0, preemptions=before))
-    _, result = fold(start, reading(1.0, preemptions=after), 0, CFG)
+    _, result = start.fold(reading(1.0, preemptions=after), 0, CFG)
     assert result is preempted
 
 
@@ -101,8 +101,8 @@ def test_stall_is_work_without_tokens_for_a_drain_window(
     config = GateConfig(drain_window_seconds=window)
     signals = seen(reading(0.0, running=5, generated=100.0),
                    reading(last_at, running=running, generated=generated), config=config)
-    assert stalled(signals, config) is is_stalled
-    assert usable(signals, config) is not is_stalled
+    assert signals.stalled(config) is is_stalled
+    assert signals.usable(config) is not is_stalled
     assert (reading_pause(signals, last_at, config) is Reason.STALLED) is is_stalled
 
 
@@ -131,6 +131,6 @@ def test_usable_readings_move_the_usable_clock_and_others_do_not() -> None:
 
 def test_an_older_reading_is_out_of_order() -> None:
     signals = seen(reading(5.0))
-    assert out_of_order(signals, reading(4.9))
-    assert not out_of_order(signals, reading(5.0))
-    assert not out_of_order(Signals(), reading(0.0))
+    assert signals.out_of_order(reading(4.9))
+    assert not signals.out_of_order(reading(5.0))
+    assert not Signals().out_of_order(reading(0.0))

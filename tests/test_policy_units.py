@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pagegate.admission.policy import GateConfig, Reason
-from pagegate.admission.policy._limit import Units, release_rules, unit_size
+from pagegate.admission.policy._limit import Units, unit_size
 
 CFG = GateConfig()
 
@@ -28,7 +28,7 @@ def rules(
     units: Units, *, queued: int = 100, room: int = 0, waiting: int = 0, peak: float = 100.0,
     now: float = 40.0, config: GateConfig = CFG,
 ) -> tuple[Reason, float | None] | None:
-    held = release_rules(units, queued=queued, room=room, waiting=waiting, peak=peak, now=now,
+    held = units.release_rules(queued=queued, room=room, waiting=waiting, peak=peak, now=now,
                          config=config)
     return None if held is None else (held.reason, held.recheck_at)
 

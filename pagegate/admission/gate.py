@@ -237,9 +237,9 @@ class Gate:
         decision = actions.decision
         self._decision = decision
         if decision.release:
-            reading = self._state.signals.reading
+            reading, drain = self._state.signals.reading, self._state.rates.drain_rate()
             assert reading is not None  # a release always rests on a reading
-            self._last_release = Release(now, decision.pages, reading, self._state.drain_rate())
+            self._last_release = Release(now, decision.pages, reading, drain)
             logger.info("%s", release_line(self._state, self.config, self._last_release))
         self._note_pause(actions.paused)
         if actions.unavailable:

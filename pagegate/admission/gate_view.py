@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pagegate.admission.base import AdmissionSignals
-from pagegate.admission.policy import GateConfig, GateState, ReleaseDecision, pause_reason
+from pagegate.admission.policy import GateConfig, GateState, ReleaseDecision
 from pagegate.server.metrics import Reading
 
 
@@ -48,7 +48,7 @@ def release_line(state: GateState, config: GateConfig, release: Release) -> str:
 
 
 def gate_signals(state: GateState, config: GateConfig, now: float) -> AdmissionSignals:
-    paused = pause_reason(state, now, config)
+    paused = state.pause_reason(now, config)
     return AdmissionSignals(
         in_flight=state.in_flight,
         queued=state.queued,
@@ -62,7 +62,7 @@ def gate_snapshot(
     state: GateState, config: GateConfig, now: float, counts: RuntimeCounts
 ) -> dict[str, Any]:
     release, decision = counts.last_release, counts.last_decision
-    paused = pause_reason(state, now, config)
+    paused = state.pause_reason(now, config)
     return {
         "kind": "gate",
         "closed": counts.closed,
@@ -79,10 +79,10 @@ def gate_snapshot(
         "release_threshold": config.peak_ratio * state.signals.peak,
         "waiting_band": state.waiting_band(config),
         "queue_estimate": state.signals.queue,
-        "frontend_latency": state.frontend_latency(),
-        "frontend_tolerance": state.frontend_tolerance(),
-        "drain_rate": state.drain_rate(),
-        "mean_latency": state.mean_latency(),
+        "frontend_latency": state.front.stage_latency(),
+        "frontend_tolerance": state.front.tolerance(state.rates.drain_rate()),
+        "drain_rate": state.rates.drain_rate(),
+        "mean_latency": state.rates.mean_latency(),
         "next_unit_pages": state.unit_size(config),
         "last_reading": None if state.signals.reading is None else asdict(state.signals.reading),
         "releases": state.units.units_released,

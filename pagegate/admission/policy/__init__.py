@@ -1,7 +1,6 @@
-"""The admission policy: `step(state, event, now, config) -> (state, actions)`, pure decisions
-from server readings, outcomes and time (no asyncio, no I/O, no clock reads). The runtime
-`Gate` (gate.py) feeds it every event and does what the actions say; docs/admission.md gives
-the rule in full. The modules behind this face are private."""
+"""The admission policy: `step(state, event, now, config) -> (state, actions)`, pure (no asyncio,
+no I/O, no clock reads). The runtime `Gate` (gate.py) feeds it every event and does what the
+actions say; docs/admission.md gives the rule in full. The modules behind this face are private."""
 
 from pagegate.admission.policy._config import GateConfig, GateTuning
 from pagegate.admission.policy._limit import Case, Reason, ReleaseDecision
@@ -16,12 +15,11 @@ from pagegate.admission.policy._step import (
     ScrapeFailed,
     Tick,
     initial_state,
-    pause_reason,
     step,
 )
 
 __all__ = [
     "Actions", "Case", "Event", "Finished", "GateConfig", "GateState", "GateTuning", "Joined",
     "Left", "Reason", "ReleaseDecision", "ScrapeFailed", "Scraped", "Tick", "initial_state",
-    "pause_reason", "step",
+    "step",
 ]

@@ -12,7 +12,6 @@ import enum
 import math
 from dataclasses import dataclass, replace
 
-from pagegate.admission.policy import _signals
 from pagegate.admission.policy._config import SLACK, GateConfig
 from pagegate.admission.policy._signals import Rates
 from pagegate.server.metrics import Reading
@@ -78,27 +77,23 @@ class Units:
         newest = unit_id == self.units_released
         return replace(self, unit_completed=self.unit_completed + newest)
 
-
-def release_rules(
-    units: Units, *, queued: int, room: int, waiting: int, peak: float, now: float,
-    config: GateConfig,
-) -> ReleaseDecision | None:
-    """The first rule that holds a release back (None: a unit may go now): demand, the last
-    unit used up unless C has more room than its credits, then the four user rules."""
-    open_credits = units.open_credits
-    if queued <= open_credits:
-        return hold(Reason.NO_DEMAND)
-    if 0 < open_credits >= room:
-        return hold(Reason.CREDITS_LEFT)
-    if units.last_release_at is not None:
-        ready_at = units.last_release_at + config.cooldown_seconds
-        if now < ready_at:
-            return hold(Reason.COOLDOWN, ready_at)
-        if config.require_progress and units.unit_completed == 0:
-            return hold(Reason.PROGRESS)
-    if waiting > config.peak_ratio * peak:
-        return hold(Reason.PEAK_RATIO)
-    return None
+    def release_rules(self, *, queued: int, room: int, waiting: int, peak: float, now: float,
+                      config: GateConfig) -> ReleaseDecision | None:
+        """The first rule that holds a release back (None: a unit may go now): demand, the last
+        unit used up unless C has more room than its credits, then the four user rules."""
+        if queued <= self.open_credits:
+            return hold(Reason.NO_DEMAND)
+        if 0 < self.open_credits >= room:
+            return hold(Reason.CREDITS_LEFT)
+        if self.last_release_at is not None:
+            ready_at = self.last_release_at + config.cooldown_seconds
+            if now < ready_at:
+                return hold(Reason.COOLDOWN, ready_at)
+            if config.require_progress and self.unit_completed == 0:
+                return hold(Reason.PROGRESS)
+        if waiting > config.peak_ratio * peak:
+            return hold(Reason.PEAK_RATIO)
+        return None
 
 
 def unit_size(drain: float, config: GateConfig) -> int:
@@ -133,77 +128,75 @@ class Concurrency:
         limit = min(config.max_in_flight_pages, max(config.concurrency_start, limit))
         return replace(self, limit=limit, slow_start=slow_start)
 
+    def update(
+        self, reading: Reading, *, queue: float, peak: float, in_flight: int, preempted: bool,
+        drain: float, transit: float, latency: float | None, config: GateConfig,
+    ) -> Concurrency:
+        """C on a usable reading; n = in flight, q = queue, acked = pages back since the last
+        reading, band as `waiting_band` (0 while KV use > kv_cache_ceiling), taking in = running
+        grew since the last reading and KV use <= kv_cache_ceiling:
+
+        C  = max(C, floor(kv_max_concurrency x kv_cache_ceiling))   first reading only
+        PREEMPTED   a preemption:            C' = min(C, floor(preemption_backoff x n))
+        ABOVE_BAND  q > band, not taking in: C' = min(C, n - ceil(excess_cut_share x (q - band)))
+        SLOW_START  q < band, acked > 0, in slow start or C < far_below_share x peak:
+                    C' = C + min(C, KV room), C' = 2C where KV use < kv_signal_floor
+        ADDITIVE    q < band, acked > 0:
+                    C' = C + min(acked, max(1, ceil(additive_growth_fraction x C)))
+        HOLD        otherwise:           C' = C
+        then, while the mean page latency L > page_latency_limit:
+        C' = min(C', C, ceil(max(drain, n / L) x limit));
+        C' within [initial_concurrency, max_in_flight_pages].
+        PREEMPTED, ABOVE_BAND and a latency bound that cuts C' end slow start.
+        """
+        tuning = config.tuning
+        c = self._first_estimate(reading, config)
+        acked, limit, slow_start, case = c.acked, c.limit, c.slow_start, Case.HOLD
+        taking_in = c._taking_in(reading, config)
+        c = replace(c, acked=0, running_seen=reading.running)
+        pressured = reading.kv_usage > config.kv_cache_ceiling
+        band = 0.0 if pressured else waiting_band(drain, transit, config)
+        if preempted:
+            limit = min(limit, math.floor(in_flight * tuning.preemption_backoff))
+            slow_start, case = False, Case.PREEMPTED
+        elif queue > band and not taking_in:
+            excess = math.ceil((queue - band) * tuning.excess_cut_share)
+            limit, slow_start, case = min(limit, in_flight - excess), False, Case.ABOVE_BAND
+        elif queue < band and acked > 0:
+            if slow_start or c._far_below_peak(peak, config):
+                room = _kv_room(reading, config)
+                limit, case = limit + (limit if room is None else min(limit, room)), Case.SLOW_START
+            else:
+                limit += min(acked, max(1, math.ceil(limit * tuning.additive_growth_fraction)))
+                case = Case.ADDITIVE
+        bound = config.page_latency_limit_seconds
+        if latency is not None and bound is not None and latency > bound and drain > 0.0:
+            # Little's law: n / L is the rate now, where the drain still lags a ramp.
+            ceiling = min(c.limit, math.ceil(max(drain, in_flight / latency) * bound))
+            if limit > ceiling:
+                limit, slow_start = ceiling, False
+        return replace(c, case=case).clamped(limit, slow_start, config)
+
+    def _first_estimate(self, reading: Reading, config: GateConfig) -> Concurrency:
+        """On the first reading, C starts at the full-context requests the cache holds."""
+        if self.estimated:
+            return self
+        c = replace(self, estimated=True)
+        if reading.kv_max_concurrency is None:
+            return c
+        held = math.floor(reading.kv_max_concurrency * config.kv_cache_ceiling + SLACK)
+        return c if held <= c.limit else c.clamped(held, c.slow_start, config)
+
+    def _taking_in(self, reading: Reading, config: GateConfig) -> bool:
+        return reading.running > self.running_seen and reading.kv_usage <= config.kv_cache_ceiling
+
+    def _far_below_peak(self, peak: float, config: GateConfig) -> bool:
+        return self.limit < peak * config.tuning.far_below_share
+
 
 def waiting_band(drain: float, transit: float, config: GateConfig) -> float:
     """band = max(waiting_band_min, drain x (poll + transit))"""
     return max(config.tuning.waiting_band_min, drain * (config.poll_interval_seconds + transit))
-
-
-def update(
-    c: Concurrency, reading: Reading, *, queue: float, peak: float, in_flight: int,
-    preempted: bool, drain: float, transit: float, latency: float | None, config: GateConfig,
-) -> Concurrency:
-    """C on a usable reading; n = in flight, q = queue, acked = pages back since the last
-    reading, band as `waiting_band` (0 while KV use > kv_cache_ceiling), taking in = running
-    grew since the last reading and KV use <= kv_cache_ceiling:
-
-    C  = max(C, floor(kv_max_concurrency x kv_cache_ceiling))   first reading only
-    PREEMPTED   a preemption:            C' = min(C, floor(preemption_backoff x n))
-    ABOVE_BAND  q > band, not taking in: C' = min(C, n - ceil(excess_cut_share x (q - band)))
-    SLOW_START  q < band, acked > 0, in slow start or C < far_below_share x peak:
-                C' = C + min(C, KV room), C' = 2C where KV use < kv_signal_floor
-    ADDITIVE    q < band, acked > 0: C' = C + min(acked, max(1, ceil(additive_growth_fraction x C)))
-    HOLD        otherwise:           C' = C
-    then, while the mean page latency L > page_latency_limit:
-                C' = min(C', C, ceil(max(drain, n / L) x limit));
-    C' within [initial_concurrency, max_in_flight_pages]. PREEMPTED, ABOVE_BAND and a latency
-    bound that cuts C' end slow start.
-    """
-    tuning = config.tuning
-    c = _first_estimate(c, reading, config)
-    acked, limit, slow_start, case = c.acked, c.limit, c.slow_start, Case.HOLD
-    pressured = reading.kv_usage > config.kv_cache_ceiling
-    taking_in = _taking_in(reading, c.running_seen, config)
-    c = replace(c, acked=0, running_seen=reading.running)
-    band = 0.0 if pressured else waiting_band(drain, transit, config)
-    if preempted:
-        limit = min(limit, math.floor(in_flight * tuning.preemption_backoff))
-        slow_start, case = False, Case.PREEMPTED
-    elif queue > band and not taking_in:
-        excess = math.ceil((queue - band) * tuning.excess_cut_share)
-        limit, slow_start, case = min(limit, in_flight - excess), False, Case.ABOVE_BAND
-    elif queue < band and acked > 0:
-        if slow_start or _far_below_peak(limit, peak, config):
-            room = _kv_room(reading, config)
-            limit, case = limit + (limit if room is None else min(limit, room)), Case.SLOW_START
-        else:
-            limit += min(acked, max(1, math.ceil(limit * tuning.additive_growth_fraction)))
-            case = Case.ADDITIVE
-    bound = config.page_latency_limit_seconds
-    if latency is not None and bound is not None and latency > bound and drain > 0.0:
-        # Little's law: n / L is the rate now, where the drain still lags a ramp.
-        ceiling = min(c.limit, math.ceil(max(drain, in_flight / latency) * bound))
-        if limit > ceiling:
-            limit, slow_start = ceiling, False
-    return replace(c, case=case).clamped(limit, slow_start, config)
-
-
-def _taking_in(reading: Reading, running_seen: int, config: GateConfig) -> bool:
-    return reading.running > running_seen and reading.kv_usage <= config.kv_cache_ceiling
-
-
-def _far_below_peak(limit: int, peak: float, config: GateConfig) -> bool:
-    return limit < peak * config.tuning.far_below_share
-
-
-def _first_estimate(c: Concurrency, reading: Reading, config: GateConfig) -> Concurrency:
-    if c.estimated:
-        return c
-    c = replace(c, estimated=True)
-    if reading.kv_max_concurrency is None:
-        return c
-    held = math.floor(reading.kv_max_concurrency * config.kv_cache_ceiling + SLACK)
-    return c if held <= c.limit else c.clamped(held, c.slow_start, config)
 
 
 def _kv_room(reading: Reading, config: GateConfig) -> int | None:
@@ -245,4 +238,4 @@ class Bucket:
 
 def pace_rate(rates: Rates, config: GateConfig) -> float:
     """The bucket's refill rate in pages/s."""
-    return max(config.tuning.pace_min_rate, config.tuning.pace_gain * _signals.pace_drain(rates))
+    return max(config.tuning.pace_min_rate, config.tuning.pace_gain * rates.pace_drain())

@@ -46,52 +46,43 @@ class Signals:
     generation_seen: float | None = None
     generation_moved_at: float | None = None     # when generated tokens last moved, or idle
 
+    def out_of_order(self, reading: Reading) -> bool:
+        """A reading older than the newest one (a slow scrape overtaken)."""
+        return self.reading is not None and reading.at < self.reading.at
 
-def out_of_order(signals: Signals, reading: Reading) -> bool:
-    """A reading older than the newest one (a slow scrape overtaken)."""
-    return signals.reading is not None and reading.at < signals.reading.at
+    def fold(self, reading: Reading, front_excess: int, config: GateConfig) -> tuple[Signals, bool]:
+        """Fold a good, in-order reading in; also whether a preemption happened since the last."""
+        peak = float(reading.running)
+        if self.reading is not None:
+            decay = 0.5 ** ((reading.at - self.reading.at) / config.peak_half_life_seconds)
+            peak = max(peak, self.peak * decay)
+        seen, total = self.preemptions_seen, reading.preemptions_total
+        preempted = total is not None and seen is not None and total > seen
+        generated = reading.generation_tokens_total
+        flat = generated == self.generation_seen and reading.running + reading.waiting != 0
+        moved_at = None if generated is None else self.generation_moved_at if flat else reading.at
+        signals = Signals(
+            reading=reading, last_scrape_ok=True, last_usable_at=self.last_usable_at, peak=peak,
+            queue=float(reading.backlog + max(0, front_excess)), preemptions_seen=total,
+            generation_seen=generated, generation_moved_at=moved_at,
+        )
+        if signals.usable(config):
+            signals = replace(signals, last_usable_at=reading.at)
+        return signals, preempted
 
+    def stalled(self, config: GateConfig) -> bool:
+        """The engine holds work but has generated nothing for a drain window."""
+        if self.reading is None or self.generation_moved_at is None:
+            return False
+        return self.reading.at - self.generation_moved_at > config.drain_window_seconds
 
-def fold(
-    signals: Signals, reading: Reading, front_excess: int, config: GateConfig
-) -> tuple[Signals, bool]:
-    """Fold a good, in-order reading in; also whether a preemption happened since the last."""
-    previous = signals.reading
-    peak = float(reading.running)
-    if previous is not None:
-        decay = 0.5 ** ((reading.at - previous.at) / config.peak_half_life_seconds)
-        peak = max(peak, signals.peak * decay)
-    seen, total = signals.preemptions_seen, reading.preemptions_total
-    preempted = total is not None and seen is not None and total > seen
-    generated = reading.generation_tokens_total
-    flat = generated == signals.generation_seen and reading.running + reading.waiting != 0
-    moved_at = None if generated is None else signals.generation_moved_at if flat else reading.at
-    signals = Signals(
-        reading=reading, last_scrape_ok=True, last_usable_at=signals.last_usable_at, peak=peak,
-        queue=float(reading.backlog + max(0, front_excess)), preemptions_seen=total,
-        generation_seen=generated, generation_moved_at=moved_at,
-    )
-    if usable(signals, config):
-        signals = replace(signals, last_usable_at=reading.at)
-    return signals, preempted
+    def usable(self, config: GateConfig) -> bool:
+        """The newest reading may steer C and counts as the server being there."""
+        return self.reading is not None and self.reading.healthy and not self.stalled(config)
 
-
-def stalled(signals: Signals, config: GateConfig) -> bool:
-    """The engine holds work but has generated nothing for a drain window."""
-    if signals.reading is None or signals.generation_moved_at is None:
-        return False
-    return signals.reading.at - signals.generation_moved_at > config.drain_window_seconds
-
-
-def usable(signals: Signals, config: GateConfig) -> bool:
-    """The newest reading may steer C and counts as the server being there."""
-    reading = signals.reading
-    return reading is not None and reading.healthy and not stalled(signals, config)
-
-
-def stale(signals: Signals, now: float, config: GateConfig) -> bool:
-    """The newest good reading is older than stale_after (True when there is none)."""
-    return signals.reading is None or now - signals.reading.at > config.stale_after_seconds
+    def stale(self, now: float, config: GateConfig) -> bool:
+        """The newest good reading is older than stale_after (True when there is none)."""
+        return self.reading is None or now - self.reading.at > config.stale_after_seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,52 +93,47 @@ class FrontEnd:
     held: Ratio = Ratio()                        # the gap's area (request-seconds) / entries
     latencies: tuple[tuple[float, float], ...] = ()  # (at, transit), last drain window
 
+    def fold(self, at: float, gap_now: int, sent_total: int, config: GateConfig) -> FrontEnd:
+        """One reading's sample: the gap when its scrape started and our sends up to then."""
+        if self.at is None or at <= self.at or sent_total < self.sent_seen:
+            return FrontEnd(at, float(gap_now), sent_total, self.held, self.latencies)
+        dt = at - self.at
+        decay = math.exp(-dt / (config.tuning.smoothing_polls * config.poll_interval_seconds))
+        area = 0.5 * (self.gap + gap_now) * dt  # the trapezoid between samples
+        sent = sent_total - self.sent_seen
+        left = sent - (gap_now - self.gap)
+        # Little's law by entries or exits, whichever is more: finite when sends stop.
+        held = self.held.add(decay, area, max(sent, left))
+        window = config.drain_window_seconds
+        latencies = tuple((t, w) for t, w in self.latencies if at - t <= window)
+        if held.den > 0.0:
+            latencies = (*latencies, (at, held.num / held.den))
+        return FrontEnd(at, float(gap_now), sent_total, held, latencies)
+
+    def stage_latency(self) -> float | None:
+        """The stage's latency without a queue: the lowest transit over the drain window."""
+        return min((w for _, w in self.latencies), default=None)
+
+    def transit(self) -> float:
+        """How long a request sent now takes to reach the engine (0: unknown)."""
+        return self.held.value() or 0.0
+
+    def tolerance(self, rate: float) -> int | None:
+        """Requests the stage holds at `rate` pages/s without a queue (None: not known yet)."""
+        stage = self.stage_latency()
+        if stage is None or rate <= 0.0:
+            return None
+        return max(0, math.ceil(rate * stage - SLACK))
+
+    def excess(self, gap_now: int, rate: float) -> int:
+        """The part of the gap that is a queue in the front end (0: no tolerance known yet)."""
+        tolerated = self.tolerance(rate)
+        return 0 if tolerated is None else max(0, gap_now - tolerated)
+
 
 def gap(on_wire: int, reading: Reading) -> int:
     """Our requests the engine does not count yet (0 when it counts more)."""
     return max(0, on_wire - (reading.running + reading.waiting))
-
-
-def fold_front(
-    front: FrontEnd, at: float, gap_now: int, sent_total: int, config: GateConfig
-) -> FrontEnd:
-    """One reading's sample: the gap when its scrape started and our sends up to then."""
-    if front.at is None or at <= front.at or sent_total < front.sent_seen:
-        return FrontEnd(at, float(gap_now), sent_total, front.held, front.latencies)
-    dt = at - front.at
-    decay = math.exp(-dt / (config.tuning.smoothing_polls * config.poll_interval_seconds))
-    area = 0.5 * (front.gap + gap_now) * dt  # the trapezoid between samples
-    sent = sent_total - front.sent_seen
-    left = sent - (gap_now - front.gap)
-    # Little's law by entries or exits, whichever is more: finite when sends stop.
-    held = front.held.add(decay, area, max(sent, left))
-    latencies = tuple((t, w) for t, w in front.latencies if at - t <= config.drain_window_seconds)
-    if held.den > 0.0:
-        latencies = (*latencies, (at, held.num / held.den))
-    return FrontEnd(at, float(gap_now), sent_total, held, latencies)
-
-
-def front_latency(front: FrontEnd) -> float | None:
-    """The stage's latency without a queue: the lowest transit over the drain window."""
-    return min((w for _, w in front.latencies), default=None)
-
-
-def transit(front: FrontEnd) -> float:
-    """How long a request sent now takes to reach the engine (0: unknown)."""
-    return front.held.value() or 0.0
-
-
-def tolerance(front: FrontEnd, rate: float) -> int | None:
-    """Requests the stage holds at `rate` pages/s without a queue (None: not known yet)."""
-    stage = front_latency(front)
-    if stage is None or rate <= 0.0:
-        return None
-    return max(0, math.ceil(rate * stage - SLACK))
-
-
-def excess(gap_now: int, tolerated: int | None) -> int:
-    """The part of the gap that is a queue in the front end."""
-    return 0 if tolerated is None else max(0, gap_now - tolerated)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,41 +145,35 @@ class Rates:
     latency: Ratio = Ratio()                     # page latencies / timed completions
     latency_at: float | None = None              # time of the last timed completion
 
+    def sample(self, at: float, completed_total: int, in_flight: int, config: GateConfig) -> Rates:
+        """Fold the completions since the last sample into the drain (one sample per reading)."""
+        sampled = replace(self, drain_at=at, drain_completed=completed_total)
+        if self.drain_at is None:
+            return sampled
+        dt, finished = at - self.drain_at, completed_total - self.drain_completed
+        if not (dt > 0 and completed_total > 0 and (finished > 0 or in_flight > 0)):
+            return sampled
+        decay = math.exp(-dt / config.drain_window_seconds)
+        recent = math.exp(-dt / (config.tuning.smoothing_polls * config.poll_interval_seconds))
+        return replace(sampled, drain=self.drain.add(decay, finished, dt),
+                       recent=self.recent.add(recent, finished, dt))
 
-def sample_drain(
-    rates: Rates, at: float, completed_total: int, in_flight: int, config: GateConfig
-) -> Rates:
-    """Fold the completions since the last sample into the drain (one sample per reading)."""
-    if rates.drain_at is None:
-        return replace(rates, drain_at=at, drain_completed=completed_total)
-    dt, finished = at - rates.drain_at, completed_total - rates.drain_completed
-    sampled = replace(rates, drain_at=at, drain_completed=completed_total)
-    if not (dt > 0 and completed_total > 0 and (finished > 0 or in_flight > 0)):
-        return sampled
-    decay = math.exp(-dt / config.drain_window_seconds)
-    recent = math.exp(-dt / (config.tuning.smoothing_polls * config.poll_interval_seconds))
-    return replace(sampled, drain=rates.drain.add(decay, finished, dt),
-                   recent=rates.recent.add(recent, finished, dt))
+    def add_latency(self, latency: float, now: float, config: GateConfig) -> Rates:
+        """Fold one completed page's time in flight into the decayed mean."""
+        decay = 1.0
+        if self.latency_at is not None and now > self.latency_at:
+            decay = math.exp(-(now - self.latency_at) / config.drain_window_seconds)
+        latencies = self.latency.add(decay, max(0.0, latency), 1.0)
+        return replace(self, latency=latencies, latency_at=now)
 
+    def drain_rate(self) -> float:
+        """In pages/s (0 before any)."""
+        return self.drain.value() or 0.0
 
-def add_latency(rates: Rates, latency: float, now: float, config: GateConfig) -> Rates:
-    """Fold one completed page's time in flight into the decayed mean."""
-    decay = 1.0
-    if rates.latency_at is not None and now > rates.latency_at:
-        decay = math.exp(-(now - rates.latency_at) / config.drain_window_seconds)
-    return replace(rates, latency=rates.latency.add(decay, max(0.0, latency), 1.0), latency_at=now)
+    def pace_drain(self) -> float:
+        """The drain pacing follows: the larger of the window's and the last few polls'."""
+        return max(self.drain_rate(), self.recent.value() or 0.0)
 
-
-def drain(rates: Rates) -> float:
-    """In pages/s (0 before any)."""
-    return rates.drain.value() or 0.0
-
-
-def pace_drain(rates: Rates) -> float:
-    """The drain pacing follows: the larger of the window's and the last few polls'."""
-    return max(drain(rates), rates.recent.value() or 0.0)
-
-
-def mean_latency(rates: Rates) -> float | None:
-    """Mean time in flight of recently completed pages; None before the first one."""
-    return rates.latency.value()
+    def mean_latency(self) -> float | None:
+        """Mean time in flight of recently completed pages; None before the first one."""
+        return self.latency.value()
