@@ -147,7 +147,8 @@ class Concurrency:
         then, while the mean page latency L > page_latency_limit:
         C' = min(C', C, ceil(max(drain, n / L) x limit));
         C' within [initial_concurrency, max_in_flight_pages].
-        PREEMPTED, ABOVE_BAND and a latency bound that cuts C' end slow start.
+        PREEMPTED, a latency bound that cuts C' and ABOVE_BAND end slow start, ABOVE_BAND only
+        when the engine's own waiting passes the band.
         """
         tuning = config.tuning
         c = self._first_estimate(reading, config)
@@ -161,7 +162,8 @@ class Concurrency:
             slow_start, case = False, Case.PREEMPTED
         elif queue > band and not taking_in:
             excess = math.ceil((queue - band) * tuning.excess_cut_share)
-            limit, slow_start, case = min(limit, in_flight - excess), False, Case.ABOVE_BAND
+            slow_start = slow_start and reading.waiting <= band  # the excess is the front end's
+            limit, case = min(limit, in_flight - excess), Case.ABOVE_BAND
         elif queue < band and acked > 0:
             if slow_start or c._far_below_peak(peak, config):
                 room = _kv_room(reading, config)
