@@ -222,19 +222,20 @@ def test_a_queue_is_not_cut_while_the_engine_takes_it_in(
 
 
 @pytest.mark.parametrize(
-    ("waiting", "queue", "expected", "still_slow"),
+    ("waiting", "kv", "expected", "still_slow"),
     [
-        (0, 30.0, 86, True),    # all 30 in the front end: cut, slow start goes on
-        (2, 30.0, 86, True),    # the engine's 2 are within the band (2): the same
-        (30, 30.0, 86, False),  # the engine's own queue passes the band: slow start ends
+        (0, 0.2, 86, True),     # all 30 in the front end: cut, slow start goes on
+        (2, 0.2, 86, True),     # the engine's 2 are within the band (2): the same
+        (30, 0.2, 86, False),   # the engine's own queue passes the band: slow start ends
+        (0, 0.95, 85, False),   # the cache is past its ceiling (band 0): slow start ends
     ],
 )
 def test_a_queue_only_in_the_front_end_does_not_end_slow_start(
-    waiting: int, queue: float, expected: int, still_slow: bool
+    waiting: int, kv: float, expected: int, still_slow: bool
 ) -> None:
     """Like HyStart++'s conservative slow start (RFC 9406): a delay signal that may be
     spurious slows the ramp without ending it. Running did not grow, so C is cut."""
-    after = step(100, 100, reading(running=40, waiting=waiting, kv=0.2), queue=queue,
+    after = step(100, 100, reading(running=40, waiting=waiting, kv=kv), queue=30.0,
                  slow_start=True, running_seen=40)
     assert (after.limit, after.slow_start, after.case) == (expected, still_slow, Case.ABOVE_BAND)
 
