@@ -225,7 +225,7 @@ def test_a_queue_is_not_cut_while_the_engine_takes_it_in(
     ("waiting", "kv", "expected", "still_slow"),
     [
         (0, 0.2, 86, True),     # all 30 in the front end: cut, slow start goes on
-        (2, 0.2, 86, True),     # the engine's 2 are within the band (2): the same
+        (2, 0.2, 86, False),    # the engine itself queues (its slots are full): it ends
         (30, 0.2, 86, False),   # the engine's own queue passes the band: slow start ends
         (0, 0.95, 85, False),   # the cache is past its ceiling (band 0): slow start ends
     ],

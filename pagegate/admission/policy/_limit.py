@@ -148,7 +148,7 @@ class Concurrency:
         C' = min(C', C, ceil(max(drain, n / L) x limit));
         C' within [initial_concurrency, max_in_flight_pages].
         PREEMPTED, a latency bound that cuts C' and ABOVE_BAND end slow start, ABOVE_BAND only
-        when the engine's own waiting passes the band or KV use its ceiling.
+        when the engine has requests waiting or KV use is past its ceiling.
         """
         tuning = config.tuning
         c = self._first_estimate(reading, config)
@@ -162,8 +162,8 @@ class Concurrency:
             slow_start, case = False, Case.PREEMPTED
         elif queue > band and not taking_in:
             excess = math.ceil((queue - band) * tuning.excess_cut_share)
-            # Slow start goes on if the excess is the front end's and the cache has room.
-            slow_start = slow_start and not pressured and reading.waiting <= band
+            # Slow start goes on if the queue is all the front end's and the cache has room.
+            slow_start = slow_start and not pressured and reading.waiting == 0
             limit, case = min(limit, in_flight - excess), Case.ABOVE_BAND
         elif queue < band and acked > 0:
             if slow_start or c._far_below_peak(peak, config):
