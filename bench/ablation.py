@@ -98,9 +98,10 @@ def _fixed_units(_original: Any) -> Any:
     return size
 
 
-def _window_drain(_original: Any) -> Any:
-    from pagegate.admission.policy._signals import Rates
-    return Rates.drain_rate
+def _window_pace(_original: Any) -> Any:
+    def pace(rates: Any, config: GateConfig) -> float:
+        return max(config.tuning.pace_min_rate, config.tuning.pace_gain * float(rates.drain_rate()))
+    return pace
 
 
 def _newest_latency(_original: Any) -> Any:
@@ -109,6 +110,11 @@ def _newest_latency(_original: Any) -> Any:
             return None
         return float(front.latencies[-1][1])
     return latency
+
+
+def _fresh_reading_only(_original: Any) -> Any:
+    from pagegate.admission.policy._step import reading_pause
+    return reading_pause
 
 
 def _whole_gap(_original: Any) -> Any:
@@ -126,7 +132,7 @@ PARTS: tuple[Part, ...] = (
     Part("token-bucket", "no pacing: pages go as soon as C allows",
          tuning={"pace_min_rate": BIG, "pace_gain": BIG}),
     Part("pace-recent", "the bucket follows the window's drain only",
-         patches=((f"{POLICY}._signals:Rates.pace_drain", _window_drain),)),
+         patches=((f"{POLICY}._signals:Rates.pace", _window_pace),)),
     # the front end
     Part("frontend", "the front end is no signal (no excess, no transit)",
          patches=((f"{POLICY}._signals:FrontEnd.excess", _returns(0)),
@@ -138,6 +144,8 @@ PARTS: tuple[Part, ...] = (
     # readings
     Part("ack-clock", "a stale reading pauses dispatch even while pages finish",
          patches=((f"{POLICY}._step:GateState._ack_clocked", _returns(False)),)),
+    Part("scrape-failed-hold", "a failed scrape holds no release while the reading is fresh",
+         patches=((f"{POLICY}._step:release_hold", _fresh_reading_only),)),
     Part("stall-detection", "a calm engine that generates nothing is not 'stalled'",
          patches=((f"{POLICY}._signals:Signals.stalled", _returns(False)),)),
     # C

@@ -25,7 +25,6 @@ from pagegate.admission.policy import (
     Scraped,
     ScrapeFailed,
     Tick,
-    _limit,
     initial_state,
     step,
 )
@@ -84,7 +83,7 @@ def unavailable(state: GateState, now: float, config: GateConfig) -> bool:
 
 
 def pace_rate(state: GateState, config: GateConfig) -> float:
-    return _limit.pace_rate(state.rates, config)
+    return state.rates.pace(config)
 
 
 def next_token_at(state: GateState, now: float, config: GateConfig) -> float:

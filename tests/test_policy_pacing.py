@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from pagegate.admission.policy import GateConfig, GateTuning
-from pagegate.admission.policy._limit import Bucket, pace_rate
+from pagegate.admission.policy import GateConfig, GateTuning, initial_state
+from pagegate.admission.policy._limit import Bucket
 from pagegate.admission.policy._signals import Rates, Ratio
 
 CFG = GateConfig()
@@ -24,7 +26,7 @@ CFG = GateConfig()
 def test_refill_rate_follows_the_drain_above_a_floor(
     drained: float, tuning: GateTuning, expected: float
 ) -> None:
-    assert pace_rate(Rates(drain=Ratio(drained, 1.0)), GateConfig(tuning=tuning)) == expected
+    assert Rates(drain=Ratio(drained, 1.0)).pace(GateConfig(tuning=tuning)) == expected
 
 
 @pytest.mark.parametrize(
@@ -40,7 +42,7 @@ def test_refill_rate_follows_the_drain_above_a_floor(
 def test_the_bucket_holds_a_poll_of_tokens_but_never_fewer_than_c_floor(
     refill: float, config: GateConfig, size: float
 ) -> None:
-    assert Bucket.capacity(refill, config) == size
+    assert Bucket(math.inf, 0.0).level(0.0, refill, config) == size
 
 
 @pytest.mark.parametrize(
@@ -70,8 +72,8 @@ def test_next_token_is_when_the_level_reaches_one(tokens: float, refill: float, 
 
 
 def test_a_page_takes_one_token_and_the_first_bucket_is_full() -> None:
-    bucket = Bucket.full(7.0, CFG)
-    assert bucket == Bucket(10.0, 7.0)
+    bucket = initial_state(7.0, CFG).bucket
+    assert bucket.level(7.0, 10.0, CFG) == 10.0
     assert bucket.take(7.0, 10.0, CFG) == Bucket(9.0, 7.0)
     assert Bucket(0.5, 0.0).take(0.0, 10.0, CFG) == Bucket(0.0, 0.0)  # never negative
     refilled = Bucket(0.0, 0.0).take(0.2, 10.0, CFG)  # two tokens came in, one went out

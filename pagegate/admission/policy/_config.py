@@ -24,18 +24,18 @@ class GateTuning(NamedTuple):
 
     def problems(self) -> list[str]:
         """What is inconsistent in these constants (empty when nothing is)."""
-        below_one = ("kv_signal_floor", "preemption_backoff")
-        up_to_one = ("far_below_share", "excess_cut_share")
-        positive = ("smoothing_polls", "pace_min_rate")
-        at_least = {"waiting_band_min": 0.0, "additive_growth_fraction": 0.0, "pace_gain": 1.0}
-        values = self._asdict()
-        return (
-            [f"{name} must be in (0, 1)" for name in below_one if not 0.0 < values[name] < 1.0]
-            + [f"{name} must be in (0, 1]" for name in up_to_one if not 0.0 < values[name] <= 1.0]
-            + [f"{name} must be > 0" for name in positive if not values[name] > 0.0]
-            + [f"{name} must be >= {low:g}" for name, low in at_least.items()
-               if not values[name] >= low]
-        )
+        checks = [
+            (self.smoothing_polls > 0.0, "smoothing_polls must be > 0"),
+            (self.waiting_band_min >= 0.0, "waiting_band_min must be >= 0"),
+            (0.0 < self.far_below_share <= 1.0, "far_below_share must be in (0, 1]"),
+            (0.0 < self.excess_cut_share <= 1.0, "excess_cut_share must be in (0, 1]"),
+            (self.additive_growth_fraction >= 0.0, "additive_growth_fraction must be >= 0"),
+            (0.0 < self.kv_signal_floor < 1.0, "kv_signal_floor must be in (0, 1)"),
+            (0.0 < self.preemption_backoff < 1.0, "preemption_backoff must be in (0, 1)"),
+            (self.pace_min_rate > 0.0, "pace_min_rate must be > 0"),
+            (self.pace_gain >= 1.0, "pace_gain must be >= 1"),
+        ]
+        return [message for ok, message in checks if not ok]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,10 +1,6 @@
 """What may go: units of page credits (releases), the adaptive limit C (pages in flight) and
 the token bucket (their pace). A page spends its oldest unit's credit, and gets it back if
-the server did not finish it. C steers the server's queue to a small band (`update`).
-
-pace = max(pace_min_rate, pace_gain x max(drain, recent)) tokens/s, holding one poll's
-       worth and never fewer than C's start; a page in flight takes a token
-"""
+the server did not finish it. C steers the server's queue to a small band (`update`)."""
 
 from __future__ import annotations
 
@@ -13,7 +9,6 @@ import math
 from dataclasses import dataclass, replace
 
 from pagegate.admission.policy._config import SLACK, GateConfig
-from pagegate.admission.policy._signals import Rates
 from pagegate.server.metrics import Reading
 
 
@@ -33,17 +28,16 @@ class Reason(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ReleaseDecision:
-    """Release `pages` credits, or hold for `reason`; `recheck_at`: when time alone may
-    change the answer (the end of a cooldown)."""
+    """Release `pages` credits (reason RELEASED), or hold for `reason`; `recheck_at`: when
+    time alone may change the answer (the end of a cooldown)."""
 
-    release: bool
-    pages: int
     reason: Reason
+    pages: int = 0
     recheck_at: float | None = None
 
-
-def hold(reason: Reason, recheck_at: float | None = None) -> ReleaseDecision:
-    return ReleaseDecision(False, 0, reason, recheck_at)
+    @property
+    def release(self) -> bool:
+        return self.reason is Reason.RELEASED
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,17 +76,17 @@ class Units:
         """The first rule that holds a release back (None: a unit may go now): demand, the last
         unit used up unless C has more room than its credits, then the four user rules."""
         if queued <= self.open_credits:
-            return hold(Reason.NO_DEMAND)
+            return ReleaseDecision(Reason.NO_DEMAND)
         if 0 < self.open_credits >= room:
-            return hold(Reason.CREDITS_LEFT)
+            return ReleaseDecision(Reason.CREDITS_LEFT)
         if self.last_release_at is not None:
             ready_at = self.last_release_at + config.cooldown_seconds
             if now < ready_at:
-                return hold(Reason.COOLDOWN, ready_at)
+                return ReleaseDecision(Reason.COOLDOWN, recheck_at=ready_at)
             if config.require_progress and self.unit_completed == 0:
-                return hold(Reason.PROGRESS)
+                return ReleaseDecision(Reason.PROGRESS)
         if waiting > config.peak_ratio * peak:
-            return hold(Reason.PEAK_RATIO)
+            return ReleaseDecision(Reason.PEAK_RATIO)
         return None
 
 
@@ -213,32 +207,22 @@ def _kv_room(reading: Reading, config: GateConfig) -> int | None:
 
 @dataclass(frozen=True, slots=True)
 class Bucket:
-    tokens: float                                # level at `at`
+    """Pacing: a page in flight takes a token; the bucket refills at `rate` and holds one
+    poll's worth, never fewer than C's start."""
+
+    tokens: float                                # level at `at` (inf: full)
     at: float
 
-    @staticmethod
-    def capacity(refill: float, config: GateConfig) -> float:
-        return max(float(config.concurrency_start), refill * config.poll_interval_seconds)
+    def level(self, now: float, rate: float, config: GateConfig) -> float:
+        full = max(float(config.concurrency_start), rate * config.poll_interval_seconds)
+        return min(full, self.tokens + rate * max(0.0, now - self.at))
 
-    @classmethod
-    def full(cls, now: float, config: GateConfig) -> Bucket:
-        return cls(cls.capacity(config.tuning.pace_min_rate, config), now)
+    def whole_tokens(self, now: float, rate: float, config: GateConfig) -> int:
+        return math.floor(self.level(now, rate, config) + SLACK)
 
-    def level(self, now: float, refill: float, config: GateConfig) -> float:
-        return min(self.capacity(refill, config), self.tokens + refill * max(0.0, now - self.at))
+    def next_token_at(self, now: float, rate: float, config: GateConfig) -> float:
+        missing = 1.0 - self.level(now, rate, config)
+        return now if missing <= SLACK else now + missing / rate
 
-    def whole_tokens(self, now: float, refill: float, config: GateConfig) -> int:
-        return math.floor(self.level(now, refill, config) + SLACK)
-
-    def next_token_at(self, now: float, refill: float, config: GateConfig) -> float:
-        missing = 1.0 - self.level(now, refill, config)
-        return now if missing <= SLACK else now + missing / refill
-
-    def take(self, now: float, refill: float, config: GateConfig) -> Bucket:
-        """One page goes in flight."""
-        return Bucket(max(0.0, self.level(now, refill, config) - 1.0), now)
-
-
-def pace_rate(rates: Rates, config: GateConfig) -> float:
-    """The bucket's refill rate in pages/s."""
-    return max(config.tuning.pace_min_rate, config.tuning.pace_gain * rates.pace_drain())
+    def take(self, now: float, rate: float, config: GateConfig) -> Bucket:
+        return Bucket(max(0.0, self.level(now, rate, config) - 1.0), now)

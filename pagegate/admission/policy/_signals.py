@@ -102,7 +102,6 @@ class FrontEnd:
         area = 0.5 * (self.gap + gap_now) * dt  # the trapezoid between samples
         sent = sent_total - self.sent_seen
         left = sent - (gap_now - self.gap)
-        # Little's law by entries or exits, whichever is more: finite when sends stop.
         held = self.held.add(decay, area, max(sent, left))
         window = config.drain_window_seconds
         latencies = tuple((t, w) for t, w in self.latencies if at - t <= window)
@@ -170,9 +169,11 @@ class Rates:
         """In pages/s (0 before any)."""
         return self.drain.value() or 0.0
 
-    def pace_drain(self) -> float:
-        """The drain pacing follows: the larger of the window's and the last few polls'."""
-        return max(self.drain_rate(), self.recent.value() or 0.0)
+    def pace(self, config: GateConfig) -> float:
+        """The token bucket's refill in pages/s:
+        max(pace_min_rate, pace_gain x max(drain, recent))."""
+        drain = max(self.drain_rate(), self.recent.value() or 0.0)
+        return max(config.tuning.pace_min_rate, config.tuning.pace_gain * drain)
 
     def mean_latency(self) -> float | None:
         """Mean time in flight of recently completed pages; None before the first one."""

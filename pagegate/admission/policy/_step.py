@@ -3,6 +3,7 @@ and say when to look again. The runtime (gate.py) calls it on every event and ti
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from pagegate.admission.base import Outcome
@@ -43,11 +44,11 @@ class GateState:
         reason = release_hold(self.signals, now, config)
         reading = self.signals.reading
         if reason is not None or reading is None:
-            return _limit.hold(reason or Reason.NO_READING)
+            return ReleaseDecision(reason or Reason.NO_READING)
         held = self.units.release_rules(
             queued=self.queued, room=self.concurrency.room(self.in_flight, config),
             waiting=reading.waiting, peak=self.signals.peak, now=now, config=config)
-        return held or ReleaseDecision(True, self.unit_size(config), Reason.RELEASED)
+        return held or ReleaseDecision(Reason.RELEASED, self.unit_size(config))
 
     def pause_reason(self, now: float, config: GateConfig) -> Reason | None:
         """Why pages may not flow now. A stale reading does not pause them while it was usable
@@ -64,7 +65,7 @@ class GateState:
         """Waiting, credited pages that may go in flight now."""
         if self.pause_reason(now, config) is not None:
             return 0
-        tokens = self.bucket.whole_tokens(now, _limit.pace_rate(self.rates, config), config)
+        tokens = self.bucket.whole_tokens(now, self.rates.pace(config), config)
         return max(0, min(self._dispatchable(now, config), tokens))
 
     def _dispatchable(self, now: float, config: GateConfig) -> int:
@@ -81,7 +82,7 @@ class GateState:
         units, unit_id = self.units.spend()
         return replace(
             self, units=units, queued=self.queued - 1, in_flight=self.in_flight + 1,
-            bucket=self.bucket.take(now, _limit.pace_rate(self.rates, config), config),
+            bucket=self.bucket.take(now, self.rates.pace(config), config),
             admitted_total=self.admitted_total + 1,
             clocked_total=self.clocked_total + self.signals.stale(now, config),
         ), unit_id
@@ -101,8 +102,7 @@ class GateState:
         times = [] if decision.recheck_at is None else [decision.recheck_at]
         if self.pause_reason(now, config) is None:
             if self._dispatchable(now, config) > 0:
-                refill = _limit.pace_rate(self.rates, config)
-                times.append(self.bucket.next_token_at(now, refill, config))
+                times.append(self.bucket.next_token_at(now, self.rates.pace(config), config))
             if self.signals.stale(now, config) and self.finished_at is not None:
                 times.append(self.finished_at + config.stale_after_seconds)  # the pause, if none
         elif self.queued > 0 and config.unavailable_after_seconds is not None:
@@ -112,7 +112,7 @@ class GateState:
 
 def initial_state(now: float, config: GateConfig) -> GateState:
     return GateState(started_at=now, concurrency=Concurrency(limit=config.concurrency_start),
-                     bucket=Bucket.full(now, config))
+                     bucket=Bucket(math.inf, now))
 
 
 # The events `step` folds in.
