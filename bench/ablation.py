@@ -155,8 +155,6 @@ PARTS: tuple[Part, ...] = (
          patches=((f"{POLICY}._limit:_kv_room", _returns(None)),)),
     Part("taking-in", "a queue above the band is cut even while the engine takes it in",
          patches=((f"{POLICY}._limit:Concurrency._taking_in", _returns(False)),)),
-    Part("regrow", "no doubling when C is far below the peak after slow start",
-         patches=((f"{POLICY}._limit:Concurrency._far_below_peak", _returns(False)),)),
     Part("additive-share", "after slow start C grows by one page a reading, not 5 %",
          tuning={"additive_growth_fraction": 0.0}),
     Part("band-floor", "the band has no floor of 2",

@@ -170,7 +170,6 @@ def send(state: GateState, n: int, now: float, config: GateConfig = CFG) -> tupl
         {"stale_after_seconds": 1.0},  # not above the poll interval
         {"initial_concurrency": 0},
         {"preemption_backoff": 1.0},
-        {"far_below_share": 1.5},
         {"pace_gain": 0.5},
         {"unavailable_after_seconds": 0.0},
     ],
@@ -633,9 +632,6 @@ def _steady(
         (64, 64, True, {"running": 64, "kv": 0.8}, 72),  # 64 x (0.9 - 0.8) / 0.8 = 8
         # additive growth after the first cut: 5 %
         (100, 100, False, {"running": 100}, 105),
-        # far below half the peak (100): regrow like slow start, bounded by the KV room
-        (10, 10, False, {"running": 10}, 20),
-        (10, 10, False, {"running": 10, "kv": 0.5}, 18),  # + 10 x (0.9 - 0.5) / 0.5 = 8
         # below the band (its floor 2: no drain measured yet): grow; at it: hold
         (100, 100, False, {"running": 100, "waiting": 1, "kv": 0.6}, 105),
         (100, 100, False, {"running": 100, "waiting": 2, "kv": 0.6}, 100),

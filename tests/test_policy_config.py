@@ -13,7 +13,6 @@ from pagegate.admission.policy import GateConfig, GateTuning
     "tuning",
     [
         GateTuning(excess_cut_share=0.0),
-        GateTuning(far_below_share=1.5),
         GateTuning(kv_signal_floor=1.0),
         GateTuning(additive_growth_fraction=-0.1),
         GateTuning(pace_gain=0.5),

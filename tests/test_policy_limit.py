@@ -27,7 +27,6 @@ def step(
     r: Reading,
     *,
     queue: float | None = None,
-    peak: float = 100.0,
     slow_start: bool = False,
     running_seen: int | None = None,
     preempted: bool = False,
@@ -42,7 +41,7 @@ def step(
     seen = r.running if running_seen is None else running_seen
     before = Concurrency(limit=limit, slow_start=slow_start, running_seen=seen,
                          acked=acked, estimated=True)
-    return before.update(r, queue=float(r.waiting) if queue is None else queue, peak=peak,
+    return before.update(r, queue=float(r.waiting) if queue is None else queue,
                   in_flight=in_flight, preempted=preempted, drain=drain, transit=0.0,
                   latency=latency, config=config)
 
@@ -80,8 +79,7 @@ def test_the_band_covers_what_the_engine_takes_in_while_a_refill_travels(
     ],
 )
 def test_growth_is_clocked_by_completions(acked: int, slow_start: bool, expected: int) -> None:
-    # peak 16: C is not far below it, so additive growth is additive
-    grown = step(16, 16, reading(running=12), peak=16.0, slow_start=slow_start, acked=acked)
+    grown = step(16, 16, reading(running=12), slow_start=slow_start, acked=acked)
     assert grown.limit == expected
     assert grown.acked == 0  # a step uses up the completions it was clocked by
 
@@ -98,10 +96,10 @@ def test_slow_start_with_a_kv_projection_is_bounded_by_the_room_not_by_pages_bac
     acked: int, expected: int
 ) -> None:
     # 12 running at 30 % KV: room for 12 x (0.9 - 0.3) / 0.3 = 24 more, above a doubling
-    grown = step(16, 16, reading(running=12, kv=0.3), peak=16.0, slow_start=True, acked=acked)
+    grown = step(16, 16, reading(running=12, kv=0.3), slow_start=True, acked=acked)
     assert grown.limit == expected
     # at 60 % the room is 12 x 0.3 / 0.6 = 6: the room binds, not the page back
-    tight = step(16, 16, reading(running=12, kv=0.6), peak=16.0, slow_start=True, acked=1)
+    tight = step(16, 16, reading(running=12, kv=0.6), slow_start=True, acked=1)
     assert tight.limit == 22
 
 
@@ -112,7 +110,7 @@ def test_a_calm_stall_never_grows_c_and_completions_resume_growth() -> None:
     calm = reading(running=16)
     limits = []
     for second in range(12):
-        concurrency = concurrency.update(calm, queue=0.0, peak=16.0, in_flight=16,
+        concurrency = concurrency.update(calm, queue=0.0, in_flight=16,
                              preempted=False, drain=0.0, transit=0.0, latency=None, config=CFG)
         limits.append(concurrency.limit)
         if second >= 9:  # the engine comes back: two pages return between readings
@@ -241,27 +239,23 @@ def test_a_queue_only_in_the_front_end_does_not_end_slow_start(
 
 
 @pytest.mark.parametrize(
-    ("limit", "in_flight", "slow_start", "r", "peak", "tuning", "expected"),
+    ("limit", "in_flight", "slow_start", "r", "tuning", "expected"),
     [
-        (16, 16, True, reading(running=16), 16.0, GateTuning(), 32),       # slow start doubles
-        (16, 4, True, reading(running=4), 16.0, GateTuning(), 32),         # C in use or not
-        (64, 64, True, reading(running=64, kv=0.8), 64.0, GateTuning(), 72),  # KV room: 8
-        (64, 64, True, reading(running=2, kv=0.04), 64.0, GateTuning(), 128),  # too low to read
-        (64, 64, True, reading(running=2, kv=0.04), 64.0, GateTuning(kv_signal_floor=0.01), 107),
-        (100, 100, False, reading(running=100), 100.0, GateTuning(), 105),   # additive 5 %
-        (100, 100, False, reading(running=100), 100.0,
-         GateTuning(additive_growth_fraction=0.2), 120),
-        (10, 10, False, reading(running=10), 100.0, GateTuning(), 20),   # far under the peak
-        (10, 10, False, reading(running=10), 100.0, GateTuning(far_below_share=0.05), 11),
-        (1600, 1600, True, reading(running=1600), 1600.0, GateTuning(), 1600),  # the cap
+        (16, 16, True, reading(running=16), GateTuning(), 32),       # slow start doubles
+        (16, 4, True, reading(running=4), GateTuning(), 32),         # C in use or not
+        (64, 64, True, reading(running=64, kv=0.8), GateTuning(), 72),  # KV room: 8
+        (64, 64, True, reading(running=2, kv=0.04), GateTuning(), 128),  # too low to read
+        (64, 64, True, reading(running=2, kv=0.04), GateTuning(kv_signal_floor=0.01), 107),
+        (100, 100, False, reading(running=100), GateTuning(), 105),   # additive 5 %
+        (100, 100, False, reading(running=100), GateTuning(additive_growth_fraction=0.2), 120),
+        (10, 10, False, reading(running=10), GateTuning(), 11),       # at least one page
+        (1600, 1600, True, reading(running=1600), GateTuning(), 1600),  # the cap
     ],
 )
 def test_growth_below_the_band(
-    limit: int, in_flight: int, slow_start: bool, r: Reading, peak: float, tuning: GateTuning,
-    expected: int,
+    limit: int, in_flight: int, slow_start: bool, r: Reading, tuning: GateTuning, expected: int,
 ) -> None:
-    after = step(limit, in_flight, r, peak=peak, slow_start=slow_start,
-                 config=GateConfig(tuning=tuning))
+    after = step(limit, in_flight, r, slow_start=slow_start, config=GateConfig(tuning=tuning))
     assert after.limit == expected
     assert after.slow_start is slow_start
 
@@ -298,6 +292,6 @@ def test_pages_slower_than_the_latency_limit_hold_c_at_what_the_drain_carries_in
     limit: int, latency: float | None, drain: float, config: GateConfig, expected: int,
     slow_start: bool,
 ) -> None:
-    after = step(limit, limit, reading(running=limit), slow_start=True, peak=10_000.0,
+    after = step(limit, limit, reading(running=limit), slow_start=True,
                  drain=drain, latency=latency, config=config)
     assert (after.limit, after.slow_start) == (expected, slow_start)

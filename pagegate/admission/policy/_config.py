@@ -14,7 +14,6 @@ class GateTuning(NamedTuple):
 
     smoothing_polls: float = 3.0              # the front end's and the recent drain's window
     waiting_band_min: float = 2.0             # the band's floor, in requests
-    far_below_share: float = 0.5              # C under this share of the peak: slow-start growth
     excess_cut_share: float = 0.5             # a queue cut takes this share of the excess
     additive_growth_fraction: float = 0.05    # C's growth after slow start, per reading
     kv_signal_floor: float = 0.05             # below this KV use, KV per request is noise
@@ -27,7 +26,6 @@ class GateTuning(NamedTuple):
         checks = [
             (self.smoothing_polls > 0.0, "smoothing_polls must be > 0"),
             (self.waiting_band_min >= 0.0, "waiting_band_min must be >= 0"),
-            (0.0 < self.far_below_share <= 1.0, "far_below_share must be in (0, 1]"),
             (0.0 < self.excess_cut_share <= 1.0, "excess_cut_share must be in (0, 1]"),
             (self.additive_growth_fraction >= 0.0, "additive_growth_fraction must be >= 0"),
             (0.0 < self.kv_signal_floor < 1.0, "kv_signal_floor must be in (0, 1)"),

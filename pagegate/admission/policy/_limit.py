@@ -123,7 +123,7 @@ class Concurrency:
         return replace(self, limit=limit, slow_start=slow_start)
 
     def update(
-        self, reading: Reading, *, queue: float, peak: float, in_flight: int, preempted: bool,
+        self, reading: Reading, *, queue: float, in_flight: int, preempted: bool,
         drain: float, transit: float, latency: float | None, config: GateConfig,
     ) -> Concurrency:
         """C on a usable reading; n = in flight, q = queue, acked = pages back since the last
@@ -133,7 +133,7 @@ class Concurrency:
         C  = max(C, floor(kv_max_concurrency x kv_cache_ceiling))   first reading only
         PREEMPTED   a preemption:            C' = min(C, floor(preemption_backoff x n))
         ABOVE_BAND  q > band, not taking in: C' = min(C, n - ceil(excess_cut_share x (q - band)))
-        SLOW_START  q < band, acked > 0, in slow start or C < far_below_share x peak:
+        SLOW_START  q < band, acked > 0, in slow start:
                     C' = C + min(C, KV room), C' = 2C where KV use < kv_signal_floor
         ADDITIVE    q < band, acked > 0:
                     C' = C + min(acked, max(1, ceil(additive_growth_fraction x C)))
@@ -160,7 +160,7 @@ class Concurrency:
             slow_start = slow_start and not pressured and reading.waiting == 0
             limit, case = min(limit, in_flight - excess), Case.ABOVE_BAND
         elif queue < band and acked > 0:
-            if slow_start or c._far_below_peak(peak, config):
+            if slow_start:
                 room = _kv_room(reading, config)
                 limit, case = limit + (limit if room is None else min(limit, room)), Case.SLOW_START
             else:
@@ -186,9 +186,6 @@ class Concurrency:
 
     def _taking_in(self, reading: Reading, config: GateConfig) -> bool:
         return reading.running > self.running_seen and reading.kv_usage <= config.kv_cache_ceiling
-
-    def _far_below_peak(self, peak: float, config: GateConfig) -> bool:
-        return self.limit < peak * config.tuning.far_below_share
 
 
 def waiting_band(drain: float, transit: float, config: GateConfig) -> float:

@@ -204,7 +204,7 @@ def fold(state: GateState, event: Event, now: float, config: GateConfig) -> Gate
                             balance_at_reading=state.completed_total - state.admitted_total)
             if signals.usable(config):  # else C stays frozen
                 state = replace(state, concurrency=state.concurrency.update(
-                    reading, queue=signals.queue, peak=signals.peak, in_flight=state.in_flight,
+                    reading, queue=signals.queue, in_flight=state.in_flight,
                     preempted=preempted, drain=rates.drain_rate(), transit=front.transit(),
                     latency=rates.mean_latency(), config=config))
         case ScrapeFailed():
