@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import importlib
@@ -84,6 +85,13 @@ def _no_preemption_cut(original: Any) -> Any:
     def steer(*args: Any, **kwargs: Any) -> Any:
         return original(*args, **{**kwargs, "preempted": False})
     return steer
+
+
+def _acked_always(original: Any) -> Any:
+    def update(concurrency: Any, *args: Any, **kwargs: Any) -> Any:
+        return original(dataclasses.replace(concurrency, acked=max(concurrency.acked, int(BIG))),
+                        *args, **kwargs)
+    return update
 
 
 def _band_floor(_original: Any) -> Any:
@@ -155,6 +163,8 @@ PARTS: tuple[Part, ...] = (
          patches=((f"{POLICY}._limit:_kv_room", _returns(None)),)),
     Part("taking-in", "a queue above the band is cut even while the engine takes it in",
          patches=((f"{POLICY}._limit:Concurrency._taking_in", _returns(False)),)),
+    Part("ack-growth", "C grows below the band without a page back since the last reading",
+         patches=((f"{POLICY}._limit:Concurrency.update", _acked_always),)),
     Part("additive-share", "after slow start C grows by one page a reading, not 5 %",
          tuning={"additive_growth_fraction": 0.0}),
     Part("band-floor", "the band has no floor of 2",
