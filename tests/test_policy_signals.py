@@ -126,7 +126,7 @@ def test_pause_and_release_holds(
 
 def test_usable_readings_move_the_usable_clock_and_others_do_not() -> None:
     signals = seen(reading(3.0), reading(4.0, healthy=False))
-    assert signals.last_usable_at == 3.0
+    assert signals.usable_since == 3.0
 
 
 def test_an_older_reading_is_out_of_order() -> None:

@@ -39,7 +39,7 @@ class Ratio:
 class Signals:
     reading: Reading | None = None               # the newest good reading
     last_scrape_ok: bool = False                 # False after a failed scrape
-    last_usable_at: float | None = None          # the newest reading that allowed admission
+    usable_since: float = 0.0                    # the newest usable reading, at first the start
     peak: float = 0.0                            # decayed max of running requests
     queue: float = 0.0                           # backlog + front-end excess, last reading
     preemptions_seen: float | None = None
@@ -62,12 +62,12 @@ class Signals:
         flat = generated == self.generation_seen and reading.running + reading.waiting != 0
         moved_at = None if generated is None else self.generation_moved_at if flat else reading.at
         signals = Signals(
-            reading=reading, last_scrape_ok=True, last_usable_at=self.last_usable_at, peak=peak,
+            reading=reading, last_scrape_ok=True, usable_since=self.usable_since, peak=peak,
             queue=float(reading.backlog + max(0, front_excess)), preemptions_seen=total,
             generation_seen=generated, generation_moved_at=moved_at,
         )
         if signals.usable(config):
-            signals = replace(signals, last_usable_at=reading.at)
+            signals = replace(signals, usable_since=reading.at)
         return signals, preempted
 
     def stalled(self, config: GateConfig) -> bool:

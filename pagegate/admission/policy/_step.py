@@ -18,7 +18,6 @@ from pagegate.server.metrics import Reading
 class GateState:
     """Everything the policy remembers (the first: `initial_state`), and what it decides from it."""
 
-    started_at: float
     concurrency: Concurrency
     bucket: Bucket
     signals: Signals = field(default_factory=Signals)
@@ -90,11 +89,7 @@ class GateState:
     def unavailable(self, now: float, config: GateConfig) -> bool:
         """No usable reading for unavailable_after: waiting pages should fail, not hang."""
         limit = config.unavailable_after_seconds
-        return limit is not None and now - self._usable_since() >= limit
-
-    def _usable_since(self) -> float:
-        since = self.signals.last_usable_at
-        return self.started_at if since is None else since
+        return limit is not None and now - self.signals.usable_since >= limit
 
     def next_wake_at(self, decision: ReleaseDecision, now: float, config: GateConfig
                      ) -> float | None:
@@ -106,13 +101,13 @@ class GateState:
             if self.signals.stale(now, config) and self.finished_at is not None:
                 times.append(self.finished_at + config.stale_after_seconds)  # the pause, if none
         elif self.queued > 0 and config.unavailable_after_seconds is not None:
-            times.append(self._usable_since() + config.unavailable_after_seconds)
+            times.append(self.signals.usable_since + config.unavailable_after_seconds)
         return min(times, default=None)
 
 
 def initial_state(now: float, config: GateConfig) -> GateState:
-    return GateState(started_at=now, concurrency=Concurrency(limit=config.concurrency_start),
-                     bucket=Bucket(math.inf, now))
+    return GateState(concurrency=Concurrency(limit=config.concurrency_start),
+                     bucket=Bucket(math.inf, now), signals=Signals(usable_since=now))
 
 
 # The events `step` folds in.
