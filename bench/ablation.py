@@ -120,11 +120,6 @@ def _newest_latency(_original: Any) -> Any:
     return latency
 
 
-def _fresh_reading_only(_original: Any) -> Any:
-    from pagegate.admission.policy._step import reading_pause
-    return reading_pause
-
-
 def _whole_gap(_original: Any) -> Any:
     return lambda front, gap_now, rate: gap_now
 
@@ -152,8 +147,6 @@ PARTS: tuple[Part, ...] = (
     # readings
     Part("ack-clock", "a stale reading pauses dispatch even while pages finish",
          patches=((f"{POLICY}._step:GateState._ack_clocked", _returns(False)),)),
-    Part("scrape-failed-hold", "a failed scrape holds no release while the reading is fresh",
-         patches=((f"{POLICY}._step:release_hold", _fresh_reading_only),)),
     Part("stall-detection", "a calm engine that generates nothing is not 'stalled'",
          patches=((f"{POLICY}._signals:Signals.stalled", _returns(False)),)),
     # C

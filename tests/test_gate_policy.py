@@ -349,13 +349,16 @@ def test_progress_rule_can_be_switched_off() -> None:
 # ------------------------------------------------------------------------- freshness
 
 
-def test_no_release_without_a_reading_or_after_a_failed_scrape() -> None:
+def test_no_release_without_a_reading_and_a_failed_scrape_is_no_zero_reading() -> None:
+    """A failed scrape leaves the newest good reading as it was: the queue it showed still
+    holds releases, and a calm one still allows them until it goes stale."""
     state = with_waiters(initial_state(0.0, CFG), 5)
     assert state.decide_release(0.0, CFG).reason is Reason.NO_READING
-    state = observe(state, reading(0.0), CFG)
-    failed = observe_failure(state, 0.5, CFG)
-    assert failed.decide_release(0.5, CFG).reason is Reason.SCRAPE_FAILED
-    assert observe(failed, reading(1.0), CFG).decide_release(1.0, CFG).release
+    busy = observe_failure(observe(state, reading(0.0, running=10, waiting=5), CFG), 0.5, CFG)
+    assert busy.decide_release(0.5, CFG).reason is Reason.PEAK_RATIO
+    calm = observe_failure(observe(state, reading(0.0), CFG), 0.5, CFG)
+    assert calm.decide_release(0.5, CFG).release
+    assert calm.decide_release(5.01, CFG).reason is Reason.STALE
 
 
 @pytest.mark.parametrize(("age", "fresh"), [(0.0, True), (4.9, True), (5.0, True), (5.01, False)])
@@ -370,12 +373,11 @@ def test_stale_reading_freezes_releases_and_pages(age: float, fresh: bool) -> No
         assert state.page_allowance(age, CFG) == 0
 
 
-def test_one_failed_scrape_does_not_pause_pages_but_freezes_releases() -> None:
+def test_one_failed_scrape_does_not_pause_pages() -> None:
     state = observe(with_waiters(initial_state(0.0, CFG), 5), reading(0.0), CFG)
     state = released(state, 0.0)
     state = observe_failure(state, 1.0, CFG)
     assert state.page_allowance(1.0, CFG) == 5
-    assert replace(state, credits=()).decide_release(1.0, CFG).reason is Reason.SCRAPE_FAILED
 
 
 def _stale_with_pages_back(finished_at: float, back: int, healthy: bool = True) -> GateState:
@@ -618,7 +620,6 @@ def _steady(
         estimated=True,
         reading=reading(0.0, running=int(peak)),
         running_seen=int(peak),
-        last_scrape_ok=True,
     )
 
 
@@ -938,7 +939,6 @@ class Referee:
         if decision.release:
             r = state.signals.reading
             assert r is not None, "release without a reading"
-            assert state.signals.last_scrape_ok, "release right after a failed scrape"
             assert now - r.at <= config.stale_after_seconds, "release on a stale reading"
             assert r.healthy, "release on an unhealthy reading"
             peak = state.signals.peak
@@ -1104,6 +1104,6 @@ def test_long_random_walk_exercises_every_rule() -> None:
     assert ref.peak_in_flight > MACHINE_CONFIG.initial_concurrency - 1
     assert ref.sent_on_stale > 0  # the walk reached dispatch on a stale reading
     for reason in (Reason.COOLDOWN, Reason.PROGRESS, Reason.PEAK_RATIO, Reason.STALE,
-                   Reason.SCRAPE_FAILED, Reason.CREDITS_LEFT, Reason.NO_DEMAND,
+                   Reason.CREDITS_LEFT, Reason.NO_DEMAND,
                    Reason.UNHEALTHY, Reason.STALLED):
         assert reason in ref.holds, reason

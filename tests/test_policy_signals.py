@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from pagegate.admission.policy import GateConfig, Reason
 from pagegate.admission.policy._signals import Signals
-from pagegate.admission.policy._step import reading_pause, release_hold
+from pagegate.admission.policy._step import reading_pause
 from pagegate.server.metrics import Reading
 
 CFG = GateConfig()
@@ -107,21 +105,16 @@ def test_stall_is_work_without_tokens_for_a_drain_window(
 
 
 @pytest.mark.parametrize(
-    ("signals", "now", "pause", "release"),
+    ("signals", "now", "pause"),
     [
-        (Signals(), 0.0, Reason.NO_READING, Reason.NO_READING),
-        (seen(reading(0.0)), 5.0, None, None),
-        (seen(reading(0.0)), 5.01, Reason.STALE, Reason.STALE),
-        (seen(reading(0.0, healthy=False)), 0.0, Reason.UNHEALTHY, Reason.UNHEALTHY),
-        # one failed scrape: pages still flow on a fresh reading, releases wait
-        (replace(seen(reading(0.0)), last_scrape_ok=False), 1.0, None, Reason.SCRAPE_FAILED),
+        (Signals(), 0.0, Reason.NO_READING),
+        (seen(reading(0.0)), 5.0, None),
+        (seen(reading(0.0)), 5.01, Reason.STALE),
+        (seen(reading(0.0, healthy=False)), 0.0, Reason.UNHEALTHY),
     ],
 )
-def test_pause_and_release_holds(
-    signals: Signals, now: float, pause: Reason | None, release: Reason | None
-) -> None:
+def test_readings_pause(signals: Signals, now: float, pause: Reason | None) -> None:
     assert reading_pause(signals, now, CFG) is pause
-    assert release_hold(signals, now, CFG) is release
 
 
 def test_usable_readings_move_the_usable_clock_and_others_do_not() -> None:

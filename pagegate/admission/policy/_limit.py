@@ -15,7 +15,6 @@ from pagegate.server.metrics import Reading
 class Reason(enum.StrEnum):
     RELEASED = "released"
     NO_READING = "no_reading"          # no scrape has answered yet
-    SCRAPE_FAILED = "scrape_failed"    # the latest scrape failed (a missing reading)
     STALE = "stale"                    # the newest reading is older than stale_after
     UNHEALTHY = "unhealthy"            # the server reported itself unfit
     STALLED = "stalled"                # work on the server, no token generated for a while

@@ -38,7 +38,6 @@ class Ratio:
 @dataclass(frozen=True, slots=True)
 class Signals:
     reading: Reading | None = None               # the newest good reading
-    last_scrape_ok: bool = False                 # False after a failed scrape
     usable_since: float = 0.0                    # the newest usable reading, at first the start
     peak: float = 0.0                            # decayed max of running requests
     queue: float = 0.0                           # backlog + front-end excess, last reading
@@ -62,7 +61,7 @@ class Signals:
         flat = generated == self.generation_seen and reading.running + reading.waiting != 0
         moved_at = None if generated is None else self.generation_moved_at if flat else reading.at
         signals = Signals(
-            reading=reading, last_scrape_ok=True, usable_since=self.usable_since, peak=peak,
+            reading=reading, usable_since=self.usable_since, peak=peak,
             queue=float(reading.backlog + max(0, front_excess)), preemptions_seen=total,
             generation_seen=generated, generation_moved_at=moved_at,
         )

@@ -40,7 +40,7 @@ class GateState:
 
     def decide_release(self, now: float, config: GateConfig) -> ReleaseDecision:
         """The one release decision: a unit now, or the first rule that holds it."""
-        reason = release_hold(self.signals, now, config)
+        reason = reading_pause(self.signals, now, config)
         reading = self.signals.reading
         if reason is not None or reading is None:
             return ReleaseDecision(reason or Reason.NO_READING)
@@ -121,7 +121,7 @@ class Scraped:
 
 @dataclass(frozen=True, slots=True)
 class ScrapeFailed:
-    """A scrape failed or timed out: a missing reading, never a zero one."""
+    """A scrape failed or timed out: a missing reading, never a zero one (nothing changes)."""
     error: str = ""
 
 
@@ -202,8 +202,6 @@ def fold(state: GateState, event: Event, now: float, config: GateConfig) -> Gate
                     reading, queue=signals.queue, in_flight=state.in_flight,
                     preempted=preempted, drain=rates.drain_rate(), transit=front.transit(),
                     latency=rates.mean_latency(), config=config))
-        case ScrapeFailed():
-            return replace(state, signals=replace(state.signals, last_scrape_ok=False))
         case Joined():
             return replace(state, queued=state.queued + 1)
         case Left(pages):
@@ -227,7 +225,8 @@ def fold(state: GateState, event: Event, now: float, config: GateConfig) -> Gate
 
 
 def reading_pause(signals: Signals, now: float, config: GateConfig) -> Reason | None:
-    """Why the readings pause pages now (one failed scrape on a fresh reading does not)."""
+    """Why the readings pause pages and hold releases now (a failed scrape changes nothing
+    until the newest good reading goes stale)."""
     if signals.reading is None:
         return Reason.NO_READING
     if signals.stale(now, config):
@@ -235,10 +234,3 @@ def reading_pause(signals: Signals, now: float, config: GateConfig) -> Reason | 
     if not signals.reading.healthy:
         return Reason.UNHEALTHY
     return Reason.STALLED if signals.stalled(config) else None
-
-
-def release_hold(signals: Signals, now: float, config: GateConfig) -> Reason | None:
-    """Why the readings hold releases: as they pause pages, or the last scrape failed."""
-    if signals.reading is not None and not signals.last_scrape_ok:
-        return Reason.SCRAPE_FAILED
-    return reading_pause(signals, now, config)
