@@ -21,7 +21,7 @@ The tree separates *what went wrong* so that retries can tell the cases apart:
     ├── ContentError               the server answered, but the answer is unusable
     │   └── ReplyParseError        the reply does not follow the profile's format
     ├── MetricsError               a /metrics scrape gave no usable reading (the gate
-    │                              freezes: a missing reading, never a zero one)
+    │                              keeps its last good one: missing, never zero)
     ├── GateClosedError            the admission closed while a page waited; says nothing
     │                              about the server, so a permit reports it as CANCELLED
     ├── ServerLaunchError          a server pagegate launched exited or never became ready
@@ -121,7 +121,8 @@ class ReplyParseError(ContentError):
 class MetricsError(PagegateError):
     """A scrape gave no usable reading: unreachable, an HTTP error, or missing gauges.
 
-    The gate treats it as a missing reading (freeze), never as zeros.
+    The gate treats it as a missing reading, never as zeros: it keeps its last good reading,
+    and pauses once that one goes stale.
     """
 
 

@@ -16,7 +16,8 @@ unanswered) and `classify` names the condition. Conditions (sources named on eac
 `Supervisor` is the shell: it probes every `interval`, and on any condition restarts the
 server under a `RestartBudget`. Pages in flight see connection errors or 5xx meanwhile;
 PageOcr counts those as capacity errors, backs off and resubmits them without spending a
-page attempt, and the gate freezes on failed scrapes, so nothing else has to be told.
+page attempt, and the gate pauses once failed scrapes leave its reading stale, so nothing
+else has to be told.
 """
 
 from __future__ import annotations
