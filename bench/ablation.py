@@ -106,9 +106,9 @@ def _fixed_units(_original: Any) -> Any:
     return size
 
 
-def _window_pace(_original: Any) -> Any:
-    def pace(rates: Any, config: GateConfig) -> float:
-        return max(config.tuning.pace_min_rate, config.tuning.pace_gain * float(rates.drain_rate()))
+def _window_pace(original: Any) -> Any:
+    def pace(rates: Any, config: GateConfig) -> Any:
+        return original(dataclasses.replace(rates, recent=type(rates.recent)()), config)
     return pace
 
 
