@@ -112,6 +112,12 @@ def _window_pace(original: Any) -> Any:
     return pace
 
 
+def _no_ack_clock(original: Any) -> Any:
+    def pause_reason(state: Any, now: float, config: GateConfig) -> Any:
+        return original(dataclasses.replace(state, finished_at=None), now, config)
+    return pause_reason
+
+
 def _newest_latency(_original: Any) -> Any:
     def latency(front: Any) -> float | None:
         if front.held.den <= 0.0 or not front.latencies:
@@ -146,7 +152,7 @@ PARTS: tuple[Part, ...] = (
          patches=((f"{POLICY}._signals:FrontEnd.stage_latency", _newest_latency),)),
     # readings
     Part("ack-clock", "a stale reading pauses dispatch even while pages finish",
-         patches=((f"{POLICY}._step:GateState._ack_clocked", _returns(False)),)),
+         patches=((f"{POLICY}._step:GateState.pause_reason", _no_ack_clock),)),
     Part("stall-detection", "a calm engine that generates nothing is not 'stalled'",
          patches=((f"{POLICY}._signals:Signals.stalled", _returns(False)),)),
     # C

@@ -48,6 +48,8 @@ def test_overrides_replace_fields_and_unknown_names_are_refused() -> None:
     assert apply_overrides(GateConfig(), {"metrics_url": "http://x"}) == GateConfig()
     with pytest.raises(ValueError, match="cooldwon"):
         apply_overrides(GateConfig(), {"cooldwon": 3.0})
+    with pytest.raises(ValueError, match="tuning"):  # the controller's constants: no user's
+        apply_overrides(GateConfig(), {"tuning": {"pace_gain": 2.0}})
 
 
 def test_overrides_reach_the_gate_under_the_runs_deadline() -> None:

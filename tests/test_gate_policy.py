@@ -23,7 +23,6 @@ from pagegate.admission.policy import (
     Reason,
     ReleaseDecision,
     Scraped,
-    ScrapeFailed,
     Tick,
     initial_state,
     step,
@@ -46,7 +45,7 @@ def observe(state: GateState, r: Reading, config: GateConfig, *,
 
 
 def observe_failure(state: GateState, at: float, config: GateConfig) -> GateState:
-    return fold(state, ScrapeFailed(), at, config)
+    return fold(state, Tick(), at, config)  # the runtime steps a failed scrape as a Tick
 
 
 def add_waiter(state: GateState) -> GateState:
@@ -169,8 +168,6 @@ def send(state: GateState, n: int, now: float, config: GateConfig = CFG) -> tupl
         {"poll_interval_seconds": 0},
         {"stale_after_seconds": 1.0},  # not above the poll interval
         {"initial_concurrency": 0},
-        {"preemption_backoff": 1.0},
-        {"pace_gain": 0.5},
         {"unavailable_after_seconds": 0.0},
     ],
 )
@@ -560,18 +557,18 @@ def test_latency_is_a_decayed_mean_of_completed_pages() -> None:
     state = observe(initial_state(0.0, CFG), reading(0.0), CFG)
     state = released(with_waiters(state, 10), 0.0)
     state, units = send(state, 3, 0.0)
-    assert state.rates.mean_latency() is None
+    assert state.rates.latency.value() is None
     state = on_outcome(state, Outcome.OK, units[0], 10.0, CFG, dispatched_at=0.0)
     state = on_outcome(state, Outcome.OK, units[1], 10.0, CFG, dispatched_at=-20.0)
-    assert state.rates.mean_latency() == pytest.approx(20.0)
+    assert state.rates.latency.value() == pytest.approx(20.0)
     # A page the server did not finish says nothing about latency.
     state = on_outcome(state, Outcome.CAPACITY, units[2], 10.0, CFG, dispatched_at=-1000.0)
-    assert state.rates.mean_latency() == pytest.approx(20.0)
+    assert state.rates.latency.value() == pytest.approx(20.0)
     # One drain window later, the old pages weigh e^-1 each against a new one of 5 s.
     state = replace(state, in_flight=1)
     state = on_outcome(state, Outcome.OK, units[0], 70.0, CFG, dispatched_at=65.0)
     w = math.exp(-1.0)
-    assert state.rates.mean_latency() == pytest.approx((w * 40.0 + 5.0) / (w * 2 + 1))
+    assert state.rates.latency.value() == pytest.approx((w * 40.0 + 5.0) / (w * 2 + 1))
 
 
 def test_pacing_follows_the_drain_from_the_first_completions() -> None:
@@ -913,7 +910,7 @@ class Referee:
             self.back_unspent = 0
 
     def scrape_fails(self) -> None:
-        self.step(ScrapeFailed())
+        self.step(Tick())  # what the runtime steps for a failed scrape
 
     def page_finishes(self, index: int, outcome: Outcome) -> None:
         if not self.pages:

@@ -1,11 +1,15 @@
-"""The policy's units part: credits and the release rules."""
+"""The policy's units part: credits and the release decision's rules."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from pagegate.admission.policy import GateConfig, Reason
-from pagegate.admission.policy._limit import Units, unit_size
+from pagegate.admission.policy import GateConfig, Reason, initial_state
+from pagegate.admission.policy._limit import Concurrency, Units, unit_size
+from pagegate.admission.policy._signals import Signals
+from pagegate.server.metrics import Reading
 
 CFG = GateConfig()
 
@@ -28,9 +32,17 @@ def rules(
     units: Units, *, queued: int = 100, room: int = 0, waiting: int = 0, peak: float = 100.0,
     now: float = 40.0, config: GateConfig = CFG,
 ) -> tuple[Reason, float | None] | None:
-    held = units.release_rules(queued=queued, room=room, waiting=waiting, peak=peak, now=now,
-                         config=config)
-    return None if held is None else (held.reason, held.recheck_at)
+    """The release decision of a gate with a fresh, healthy reading at `now`."""
+    signals = Signals(reading=Reading(waiting=waiting, running=0, kv_usage=0.0, at=now),
+                      usable_since=now, peak=peak)
+    state = initial_state(0.0, config)
+    state = dataclasses.replace(state, units=units, queued=queued, signals=signals,
+                                concurrency=Concurrency(limit=room))
+    decision = state.decide_release(now, config)
+    if decision.release:
+        assert decision.pages == state.unit_size(config)
+        return None
+    return (decision.reason, decision.recheck_at)
 
 
 DONE = Units(units_released=1, last_release_at=0.0, unit_completed=1)

@@ -40,8 +40,9 @@ class GateSettings:
 
 
 def apply_overrides(config: GateConfig, overrides: Mapping[str, Any]) -> GateConfig:
-    """GateConfig with some fields replaced; unknown names are an error, not ignored."""
-    known = {f.name for f in dataclasses.fields(GateConfig)}
+    """GateConfig with some fields replaced; unknown names (and the controller's constants,
+    `tuning`, which no user sets) are an error, not ignored."""
+    known = {f.name for f in dataclasses.fields(GateConfig)} - {"tuning"}
     unknown = sorted(set(overrides) - known - {METRICS_URL})
     if unknown:
         raise ValueError(f"unknown gate settings: {', '.join(unknown)}")

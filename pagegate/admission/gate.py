@@ -41,12 +41,11 @@ from pagegate.admission.policy import (
     Left,
     Reason,
     ReleaseDecision,
-    ScrapeFailed,
     Tick,
     initial_state,
     step,
 )
-from pagegate.admission.scraper import MetricsSource, OnTheWire, poll_forever
+from pagegate.admission.scraper import MetricsSource, OnTheWire, ScrapeFailed, poll_forever
 from pagegate.admission.timing import wait_for_event
 from pagegate.admission.waiters import Admitted, GatePermit, Waiters
 from pagegate.clock import Clock, MonotonicClock
@@ -214,7 +213,7 @@ class Gate:
 
     # ------------------------------------------------------------------ steps
 
-    def _step(self, event: Event) -> None:
+    def _step(self, event: Event | ScrapeFailed) -> None:
         """One pure step, then what it says: log, fail or admit waiters, reschedule. A bug
         in it closes the gate rather than leave pages waiting."""
         try:
@@ -222,14 +221,14 @@ class Gate:
         except Exception as error:
             self._break("step failed", error)
 
-    def _advance(self, event: Event) -> None:
+    def _advance(self, event: Event | ScrapeFailed) -> None:
         now = self._clock.now()
         cancelled = self._waiters.drop_cancelled()
         if cancelled:  # their own handlers see they were dropped and settle nothing
             self._state, actions = step(self._state, Left(cancelled), now, self.config)
             self._act(actions, now)
-        if isinstance(event, ScrapeFailed):
-            self._last_scrape_error = event.error
+        if isinstance(event, ScrapeFailed):  # to the policy, only time passing
+            self._last_scrape_error, event = event.error, Tick()
         self._state, actions = step(self._state, event, now, self.config)
         self._act(actions, now)
 

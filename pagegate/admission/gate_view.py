@@ -82,7 +82,7 @@ def gate_snapshot(
         "frontend_latency": state.front.stage_latency(),
         "frontend_tolerance": state.front.tolerance(state.rates.drain_rate()),
         "drain_rate": state.rates.drain_rate(),
-        "mean_latency": state.rates.mean_latency(),
+        "mean_latency": state.rates.latency.value(),
         "next_unit_pages": state.unit_size(config),
         "last_reading": None if state.signals.reading is None else asdict(state.signals.reading),
         "releases": state.units.units_released,

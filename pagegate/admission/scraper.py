@@ -1,7 +1,8 @@
 """The gate's scrape task: read the metrics source every poll interval, hand each result over.
 
-The task only scrapes and delivers each result as an event to the gate's `step`. A scrape that fails or outlasts scrape_timeout_seconds (on the gate's clock) is
-delivered as a failure, never as a zero reading.
+The task only scrapes and delivers each result to the gate. A scrape that fails or outlasts
+scrape_timeout_seconds (on the gate's clock) is delivered as a failure, never as a zero
+reading: the gate keeps its error and steps the policy with time passing.
 
 Each scrape carries our count of requests on the wire when it started and how many we
 had sent in all by then, for the front end as a pipeline stage (policy/_signals.py: our
@@ -15,14 +16,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
-from pagegate.admission.policy import GateConfig, Scraped, ScrapeFailed
+from pagegate.admission.policy import GateConfig, Scraped
 from pagegate.admission.timing import within
 from pagegate.clock import Clock
 from pagegate.server.metrics import Reading
 
 MetricsSource = Callable[[], Awaitable[Reading]]
 """An async callable returning a fresh Reading, or raising when none can be had."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScrapeFailed:
+    """A scrape failed or timed out; `error` says how."""
+
+    error: str
 
 
 class OnTheWire:

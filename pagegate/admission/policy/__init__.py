@@ -12,7 +12,6 @@ from pagegate.admission.policy._step import (
     Joined,
     Left,
     Scraped,
-    ScrapeFailed,
     Tick,
     initial_state,
     step,
@@ -20,6 +19,5 @@ from pagegate.admission.policy._step import (
 
 __all__ = [
     "Actions", "Case", "Event", "Finished", "GateConfig", "GateState", "GateTuning", "Joined",
-    "Left", "Reason", "ReleaseDecision", "ScrapeFailed", "Scraped", "Tick", "initial_state",
-    "step",
+    "Left", "Reason", "ReleaseDecision", "Scraped", "Tick", "initial_state", "step",
 ]

@@ -70,24 +70,6 @@ class Units:
         newest = unit_id == self.units_released
         return replace(self, unit_completed=self.unit_completed + newest)
 
-    def release_rules(self, *, queued: int, room: int, waiting: int, peak: float, now: float,
-                      config: GateConfig) -> ReleaseDecision | None:
-        """The first rule that holds a release back (None: a unit may go now): demand, the last
-        unit used up unless C has more room than its credits, then the four user rules."""
-        if queued <= self.open_credits:
-            return ReleaseDecision(Reason.NO_DEMAND)
-        if 0 < self.open_credits >= room:
-            return ReleaseDecision(Reason.CREDITS_LEFT)
-        if self.last_release_at is not None:
-            ready_at = self.last_release_at + config.cooldown_seconds
-            if now < ready_at:
-                return ReleaseDecision(Reason.COOLDOWN, recheck_at=ready_at)
-            if config.require_progress and self.unit_completed == 0:
-                return ReleaseDecision(Reason.PROGRESS)
-        if waiting > config.peak_ratio * peak:
-            return ReleaseDecision(Reason.PEAK_RATIO)
-        return None
-
 
 def unit_size(drain: float, config: GateConfig) -> int:
     """Pages in a unit: max(unit_pages, ceil(2 x drain x cooldown)), `drain` in pages/s."""

@@ -140,7 +140,7 @@ class Rates:
     recent: Ratio = Ratio()                      # the same over smoothing_polls
     drain_at: float | None = None                # time of the last drain sample
     drain_completed: int = 0                     # completions counted up to drain_at
-    latency: Ratio = Ratio()                     # page latencies / timed completions
+    latency: Ratio = Ratio()                     # mean time in flight of completed pages
     latency_at: float | None = None              # time of the last timed completion
 
     def sample(self, at: float, completed_total: int, in_flight: int, config: GateConfig) -> Rates:
@@ -173,7 +173,3 @@ class Rates:
         max(pace_min_rate, pace_gain x max(drain, recent))."""
         drain = max(self.drain_rate(), self.recent.value() or 0.0)
         return max(config.tuning.pace_min_rate, config.tuning.pace_gain * drain)
-
-    def mean_latency(self) -> float | None:
-        """Mean time in flight of recently completed pages; None before the first one."""
-        return self.latency.value()

@@ -39,26 +39,34 @@ class GateState:
         return _limit.waiting_band(self.rates.drain_rate(), self.front.transit(), config)
 
     def decide_release(self, now: float, config: GateConfig) -> ReleaseDecision:
-        """The one release decision: a unit now, or the first rule that holds it."""
+        """The one release decision: a unit now, or the first rule that holds it: the readings,
+        demand, the last unit used up unless C has more room than its credits, then the four
+        user rules."""
         reason = reading_pause(self.signals, now, config)
-        reading = self.signals.reading
+        reading, units = self.signals.reading, self.units
         if reason is not None or reading is None:
             return ReleaseDecision(reason or Reason.NO_READING)
-        held = self.units.release_rules(
-            queued=self.queued, room=self.concurrency.room(self.in_flight, config),
-            waiting=reading.waiting, peak=self.signals.peak, now=now, config=config)
-        return held or ReleaseDecision(Reason.RELEASED, self.unit_size(config))
+        if self.queued <= units.open_credits:
+            return ReleaseDecision(Reason.NO_DEMAND)
+        if 0 < units.open_credits >= self.concurrency.room(self.in_flight, config):
+            return ReleaseDecision(Reason.CREDITS_LEFT)
+        if units.last_release_at is not None:
+            ready_at = units.last_release_at + config.cooldown_seconds
+            if now < ready_at:
+                return ReleaseDecision(Reason.COOLDOWN, recheck_at=ready_at)
+            if config.require_progress and units.unit_completed == 0:
+                return ReleaseDecision(Reason.PROGRESS)
+        if reading.waiting > config.peak_ratio * self.signals.peak:
+            return ReleaseDecision(Reason.PEAK_RATIO)
+        return ReleaseDecision(Reason.RELEASED, self.unit_size(config))
 
     def pause_reason(self, now: float, config: GateConfig) -> Reason | None:
         """Why pages may not flow now. A stale reading does not pause them while it was usable
         and a page finished within stale_after: then pages replace the pages back."""
-        reason = reading_pause(self.signals, now, config)
-        return None if reason is Reason.STALE and self._ack_clocked(now, config) else reason
-
-    def _ack_clocked(self, now: float, config: GateConfig) -> bool:
-        finished = self.finished_at
-        return (self.signals.usable(config) and finished is not None
-                and now - finished < config.stale_after_seconds)
+        reason, finished = reading_pause(self.signals, now, config), self.finished_at
+        ack_clocked = (self.signals.usable(config) and finished is not None
+                       and now - finished < config.stale_after_seconds)
+        return None if reason is Reason.STALE and ack_clocked else reason
 
     def page_allowance(self, now: float, config: GateConfig) -> int:
         """Waiting, credited pages that may go in flight now."""
@@ -120,12 +128,6 @@ class Scraped:
 
 
 @dataclass(frozen=True, slots=True)
-class ScrapeFailed:
-    """A scrape failed or timed out: a missing reading, never a zero one (nothing changes)."""
-    error: str = ""
-
-
-@dataclass(frozen=True, slots=True)
 class Joined:
     """A page waits at the gate."""
 
@@ -146,10 +148,10 @@ class Finished:
 
 @dataclass(frozen=True, slots=True)
 class Tick:
-    """Time passed: the wake the last step asked for."""
+    """Time passed: the wake the last step asked for, or a scrape that failed."""
 
 
-Event = Scraped | ScrapeFailed | Joined | Left | Finished | Tick
+Event = Scraped | Joined | Left | Finished | Tick
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +203,7 @@ def fold(state: GateState, event: Event, now: float, config: GateConfig) -> Gate
                 state = replace(state, concurrency=state.concurrency.update(
                     reading, queue=signals.queue, in_flight=state.in_flight,
                     preempted=preempted, drain=rates.drain_rate(), transit=front.transit(),
-                    latency=rates.mean_latency(), config=config))
+                    latency=rates.latency.value(), config=config))
         case Joined():
             return replace(state, queued=state.queued + 1)
         case Left(pages):
@@ -225,8 +227,7 @@ def fold(state: GateState, event: Event, now: float, config: GateConfig) -> Gate
 
 
 def reading_pause(signals: Signals, now: float, config: GateConfig) -> Reason | None:
-    """Why the readings pause pages and hold releases now (a failed scrape changes nothing
-    until the newest good reading goes stale)."""
+    """Why the readings pause pages and hold releases now."""
     if signals.reading is None:
         return Reason.NO_READING
     if signals.stale(now, config):
