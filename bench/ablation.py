@@ -95,13 +95,13 @@ def _acked_always(original: Any) -> Any:
 
 
 def _band_floor(_original: Any) -> Any:
-    def band(drain: float, transit: float, config: GateConfig) -> float:
+    def band(state: Any, config: GateConfig) -> float:
         return float(config.tuning.waiting_band_min)
     return band
 
 
 def _fixed_units(_original: Any) -> Any:
-    def size(drain: float, config: GateConfig) -> int:
+    def size(state: Any, config: GateConfig) -> int:
         return int(config.unit_pages)
     return size
 
@@ -136,7 +136,7 @@ PARTS: tuple[Part, ...] = (
     Part("(nothing off)", "the gate as shipped"),
     # units: their size
     Part("unit-drain", "every unit is unit_pages, never two cooldowns of the drain",
-         patches=((f"{POLICY}._limit:unit_size", _fixed_units),)),
+         patches=((f"{POLICY}._step:GateState.unit_size", _fixed_units),)),
     # pages: the token bucket
     Part("token-bucket", "no pacing: pages go as soon as C allows",
          tuning={"pace_min_rate": BIG, "pace_gain": BIG}),
@@ -169,7 +169,7 @@ PARTS: tuple[Part, ...] = (
     Part("band-floor", "the band has no floor of 2",
          tuning={"waiting_band_min": 0.0}),
     Part("band-refill", "the band is its floor only (no refill term)",
-         patches=((f"{POLICY}._limit:waiting_band", _band_floor),)),
+         patches=((f"{POLICY}._step:GateState.waiting_band", _band_floor),)),
     Part("excess-share", "a queue cut takes the whole excess, not half",
          tuning={"excess_cut_share": 1.0}),
     Part("preemption-backoff", "a preemption does not cut C",

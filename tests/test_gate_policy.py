@@ -40,7 +40,7 @@ PARTS = ("signals", "concurrency", "bucket", "rates", "units", "front")
 
 
 def observe(state: GateState, r: Reading, config: GateConfig, *,
-            in_flight_at_scrape: int | None = None, sent_at_scrape: int | None = None) -> GateState:
+            in_flight_at_scrape: int = 0, sent_at_scrape: int = 0) -> GateState:
     return fold(state, Scraped(r, in_flight_at_scrape, sent_at_scrape), r.at, config)
 
 

@@ -7,11 +7,8 @@ from dataclasses import replace
 import pytest
 
 from pagegate.admission.policy import GateConfig, GateTuning, initial_state
-from pagegate.admission.policy._limit import (
-    Case,
-    Concurrency,
-    waiting_band,
-)
+from pagegate.admission.policy._limit import Case, Concurrency
+from pagegate.admission.policy._signals import FrontEnd, Rates, Ratio
 from pagegate.server.metrics import Reading
 
 CFG = GateConfig()
@@ -19,6 +16,13 @@ CFG = GateConfig()
 
 def reading(*, running: int = 0, waiting: int = 0, kv: float = 0.0, at: float = 1.0) -> Reading:
     return Reading(waiting=waiting, running=running, kv_usage=kv, at=at)
+
+
+def waiting_band(drain: float, transit: float, config: GateConfig) -> float:
+    """The band of a gate draining `drain` pages/s, `transit` s from the engine."""
+    state = replace(initial_state(0.0, config), rates=Rates(drain=Ratio(drain, 1.0)),
+                    front=FrontEnd(held=Ratio(transit, 1.0)))
+    return state.waiting_band(config)
 
 
 def step(
@@ -42,8 +46,9 @@ def step(
     before = Concurrency(limit=limit, slow_start=slow_start, running_seen=seen,
                          acked=acked, estimated=True)
     return before.update(r, queue=float(r.waiting) if queue is None else queue,
-                  in_flight=in_flight, preempted=preempted, drain=drain, transit=0.0,
-                  latency=latency, config=config)
+                  in_flight=in_flight, preempted=preempted,
+                  band=waiting_band(drain, 0.0, config), drain=drain, latency=latency,
+                  config=config)
 
 
 @pytest.mark.parametrize(
@@ -111,7 +116,7 @@ def test_a_calm_stall_never_grows_c_and_completions_resume_growth() -> None:
     limits = []
     for second in range(12):
         concurrency = concurrency.update(calm, queue=0.0, in_flight=16,
-                             preempted=False, drain=0.0, transit=0.0, latency=None, config=CFG)
+                             preempted=False, band=2.0, drain=0.0, latency=None, config=CFG)
         limits.append(concurrency.limit)
         if second >= 9:  # the engine comes back: two pages return between readings
             concurrency = replace(concurrency, acked=concurrency.acked + 2)

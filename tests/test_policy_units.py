@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 
 from pagegate.admission.policy import GateConfig, Reason, initial_state
-from pagegate.admission.policy._limit import Concurrency, Units, unit_size
-from pagegate.admission.policy._signals import Signals
+from pagegate.admission.policy._limit import Concurrency, Units
+from pagegate.admission.policy._signals import Rates, Ratio, Signals
 from pagegate.server.metrics import Reading
 
 CFG = GateConfig()
@@ -101,4 +101,5 @@ def test_a_release_grants_a_new_unit_and_resets_its_progress() -> None:
     ],
 )
 def test_unit_size(drain: float, config: GateConfig, pages: int) -> None:
-    assert unit_size(drain, config) == pages
+    state = dataclasses.replace(initial_state(0.0, config), rates=Rates(drain=Ratio(drain, 1.0)))
+    assert state.unit_size(config) == pages

@@ -1,6 +1,5 @@
-"""The admission policy: `step(state, event, now, config) -> (state, actions)`, pure (no asyncio,
-no I/O, no clock reads). The runtime `Gate` (gate.py) feeds it every event and does what the
-actions say; docs/admission.md gives the rule in full. The modules behind this face are private."""
+"""The admission policy, pure (no asyncio, I/O or clock): `step(state, event, now, config) ->
+(state, actions)`, which gate.py calls on every event. The modules behind this face are private."""
 
 from pagegate.admission.policy._config import GateConfig, GateTuning
 from pagegate.admission.policy._limit import Case, Reason, ReleaseDecision

@@ -27,8 +27,7 @@ class Reason(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ReleaseDecision:
-    """Release `pages` credits (reason RELEASED), or hold for `reason`; `recheck_at`: when
-    time alone may change the answer (the end of a cooldown)."""
+    """Release `pages` credits, or hold for `reason` (until `recheck_at`, if time alone ends it)."""
 
     reason: Reason
     pages: int = 0
@@ -71,11 +70,6 @@ class Units:
         return replace(self, unit_completed=self.unit_completed + newest)
 
 
-def unit_size(drain: float, config: GateConfig) -> int:
-    """Pages in a unit: max(unit_pages, ceil(2 x drain x cooldown)), `drain` in pages/s."""
-    return max(config.unit_pages, math.ceil(2.0 * drain * config.cooldown_seconds))
-
-
 class Case(enum.StrEnum):
     """Which rule of `update` set C."""
 
@@ -105,10 +99,10 @@ class Concurrency:
 
     def update(
         self, reading: Reading, *, queue: float, in_flight: int, preempted: bool,
-        drain: float, transit: float, latency: float | None, config: GateConfig,
+        band: float, drain: float, latency: float | None, config: GateConfig,
     ) -> Concurrency:
         """C on a usable reading; n = in flight, q = queue, acked = pages back since the last
-        reading, band as `waiting_band` (0 while KV use > kv_cache_ceiling), taking in = running
+        reading, band the waiting band (0 while KV use > kv_cache_ceiling), taking in = running
         grew since the last reading and KV use <= kv_cache_ceiling:
 
         C  = max(C, floor(kv_max_concurrency x kv_cache_ceiling))   first reading only
@@ -125,18 +119,17 @@ class Concurrency:
         PREEMPTED, a latency bound that cuts C' and ABOVE_BAND end slow start, ABOVE_BAND only
         when the engine has requests waiting or KV use is past its ceiling.
         """
-        tuning = config.tuning
         c = self._first_estimate(reading, config)
         acked, limit, slow_start, case = c.acked, c.limit, c.slow_start, Case.HOLD
         taking_in = c._taking_in(reading, config)
         c = replace(c, acked=0, running_seen=reading.running)
         pressured = reading.kv_usage > config.kv_cache_ceiling
-        band = 0.0 if pressured else waiting_band(drain, transit, config)
+        band = 0.0 if pressured else band
         if preempted:
-            limit = min(limit, math.floor(in_flight * tuning.preemption_backoff))
+            limit = min(limit, math.floor(in_flight * config.tuning.preemption_backoff))
             slow_start, case = False, Case.PREEMPTED
         elif queue > band and not taking_in:
-            excess = math.ceil((queue - band) * tuning.excess_cut_share)
+            excess = math.ceil((queue - band) * config.tuning.excess_cut_share)
             # Slow start goes on if the queue is all the front end's and the cache has room.
             slow_start = slow_start and not pressured and reading.waiting == 0
             limit, case = min(limit, in_flight - excess), Case.ABOVE_BAND
@@ -145,8 +138,8 @@ class Concurrency:
                 room = _kv_room(reading, config)
                 limit, case = limit + (limit if room is None else min(limit, room)), Case.SLOW_START
             else:
-                limit += min(acked, max(1, math.ceil(limit * tuning.additive_growth_fraction)))
-                case = Case.ADDITIVE
+                growth = max(1, math.ceil(limit * config.tuning.additive_growth_fraction))
+                limit, case = limit + min(acked, growth), Case.ADDITIVE
         bound = config.page_latency_limit_seconds
         if latency is not None and bound is not None and latency > bound and drain > 0.0:
             # Little's law: n / L is the rate now, where the drain still lags a ramp.
@@ -167,11 +160,6 @@ class Concurrency:
 
     def _taking_in(self, reading: Reading, config: GateConfig) -> bool:
         return reading.running > self.running_seen and reading.kv_usage <= config.kv_cache_ceiling
-
-
-def waiting_band(drain: float, transit: float, config: GateConfig) -> float:
-    """band = max(waiting_band_min, drain x (poll + transit))"""
-    return max(config.tuning.waiting_band_min, drain * (config.poll_interval_seconds + transit))
 
 
 def _kv_room(reading: Reading, config: GateConfig) -> int | None:

@@ -41,8 +41,6 @@ class Signals:
     usable_since: float = 0.0                    # the newest usable reading, at first the start
     peak: float = 0.0                            # decayed max of running requests
     queue: float = 0.0                           # backlog + front-end excess, last reading
-    preemptions_seen: float | None = None
-    generation_seen: float | None = None
     generation_moved_at: float | None = None     # when generated tokens last moved, or idle
 
     def out_of_order(self, reading: Reading) -> bool:
@@ -51,20 +49,17 @@ class Signals:
 
     def fold(self, reading: Reading, front_excess: int, config: GateConfig) -> tuple[Signals, bool]:
         """Fold a good, in-order reading in; also whether a preemption happened since the last."""
-        peak = float(reading.running)
-        if self.reading is not None:
-            decay = 0.5 ** ((reading.at - self.reading.at) / config.peak_half_life_seconds)
-            peak = max(peak, self.peak * decay)
-        seen, total = self.preemptions_seen, reading.preemptions_total
+        last = self.reading or reading               # the first reading is its own last
+        decay = 0.5 ** ((reading.at - last.at) / config.peak_half_life_seconds)
+        seen, total = last.preemptions_total, reading.preemptions_total
         preempted = total is not None and seen is not None and total > seen
-        generated = reading.generation_tokens_total
-        flat = generated == self.generation_seen and reading.running + reading.waiting != 0
+        generated, busy = reading.generation_tokens_total, reading.running + reading.waiting != 0
+        flat = self.reading is not None and generated == last.generation_tokens_total and busy
         moved_at = None if generated is None else self.generation_moved_at if flat else reading.at
         signals = Signals(
-            reading=reading, usable_since=self.usable_since, peak=peak,
-            queue=float(reading.backlog + max(0, front_excess)), preemptions_seen=total,
-            generation_seen=generated, generation_moved_at=moved_at,
-        )
+            reading=reading, usable_since=self.usable_since,
+            peak=max(float(reading.running), self.peak * decay),
+            queue=float(reading.backlog + max(0, front_excess)), generation_moved_at=moved_at)
         if signals.usable(config):
             signals = replace(signals, usable_since=reading.at)
         return signals, preempted
@@ -146,9 +141,8 @@ class Rates:
     def sample(self, at: float, completed_total: int, in_flight: int, config: GateConfig) -> Rates:
         """Fold the completions since the last sample into the drain (one sample per reading)."""
         sampled = replace(self, drain_at=at, drain_completed=completed_total)
-        if self.drain_at is None:
-            return sampled
-        dt, finished = at - self.drain_at, completed_total - self.drain_completed
+        dt = 0.0 if self.drain_at is None else at - self.drain_at
+        finished = completed_total - self.drain_completed
         if not (dt > 0 and completed_total > 0 and (finished > 0 or in_flight > 0)):
             return sampled
         decay = math.exp(-dt / config.drain_window_seconds)
@@ -158,9 +152,8 @@ class Rates:
 
     def add_latency(self, latency: float, now: float, config: GateConfig) -> Rates:
         """Fold one completed page's time in flight into the decayed mean."""
-        decay = 1.0
-        if self.latency_at is not None and now > self.latency_at:
-            decay = math.exp(-(now - self.latency_at) / config.drain_window_seconds)
+        gone = 0.0 if self.latency_at is None else max(0.0, now - self.latency_at)
+        decay = math.exp(-gone / config.drain_window_seconds)
         latencies = self.latency.add(decay, max(0.0, latency), 1.0)
         return replace(self, latency=latencies, latency_at=now)
 

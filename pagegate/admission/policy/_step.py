@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from pagegate.admission.base import Outcome
-from pagegate.admission.policy import _limit, _signals
+from pagegate.admission.policy import _signals
 from pagegate.admission.policy._config import GateConfig
 from pagegate.admission.policy._limit import Bucket, Concurrency, Reason, ReleaseDecision, Units
 from pagegate.admission.policy._signals import FrontEnd, Rates, Signals
@@ -33,15 +33,18 @@ class GateState:
     clocked_total: int = 0                       # pages sent on a stale reading, ever
 
     def unit_size(self, config: GateConfig) -> int:
-        return _limit.unit_size(self.rates.drain_rate(), config)
+        """Pages in a unit: max(unit_pages, ceil(2 x drain x cooldown))."""
+        drain = self.rates.drain_rate()
+        return max(config.unit_pages, math.ceil(2.0 * drain * config.cooldown_seconds))
 
     def waiting_band(self, config: GateConfig) -> float:
-        return _limit.waiting_band(self.rates.drain_rate(), self.front.transit(), config)
+        """band = max(waiting_band_min, drain x (poll + transit))"""
+        refill_s = config.poll_interval_seconds + self.front.transit()
+        return max(config.tuning.waiting_band_min, self.rates.drain_rate() * refill_s)
 
     def decide_release(self, now: float, config: GateConfig) -> ReleaseDecision:
-        """The one release decision: a unit now, or the first rule that holds it: the readings,
-        demand, the last unit used up unless C has more room than its credits, then the four
-        user rules."""
+        """A unit now, or the first rule that holds it: the readings, demand, the last unit used
+        up (unless C has more room than its credits), then the four user rules."""
         reason = reading_pause(self.signals, now, config)
         reading, units = self.signals.reading, self.units
         if reason is not None or reading is None:
@@ -121,10 +124,10 @@ def initial_state(now: float, config: GateConfig) -> GateState:
 # The events `step` folds in.
 @dataclass(frozen=True, slots=True)
 class Scraped:
-    """A good scrape, with our requests on the wire and sent in all when it started."""
+    """A good scrape; our requests on the wire and sent in all when it started (0: uncounted)."""
     reading: Reading
-    in_flight: int | None = None
-    sent: int | None = None
+    in_flight: int = 0
+    sent: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,11 +193,9 @@ def fold(state: GateState, event: Event, now: float, config: GateConfig) -> Gate
     latency; one back unfinished returns its credit."""
     match event:
         case Scraped(reading, on_wire, sent) if not state.signals.out_of_order(reading):
-            front, excess = state.front, 0
-            if on_wire is not None and sent is not None:
-                gap = _signals.gap(on_wire, reading)
-                front = front.fold(reading.at, gap, sent, config)
-                excess = front.excess(gap, state.rates.drain_rate())
+            gap = _signals.gap(on_wire, reading)
+            front = state.front.fold(reading.at, gap, sent, config)
+            excess = front.excess(gap, state.rates.drain_rate())
             signals, preempted = state.signals.fold(reading, excess, config)
             rates = state.rates.sample(reading.at, state.completed_total, state.in_flight, config)
             state = replace(state, signals=signals, rates=rates, front=front,
@@ -202,7 +203,7 @@ def fold(state: GateState, event: Event, now: float, config: GateConfig) -> Gate
             if signals.usable(config):  # else C stays frozen
                 state = replace(state, concurrency=state.concurrency.update(
                     reading, queue=signals.queue, in_flight=state.in_flight,
-                    preempted=preempted, drain=rates.drain_rate(), transit=front.transit(),
+                    preempted=preempted, band=state.waiting_band(config), drain=rates.drain_rate(),
                     latency=rates.latency.value(), config=config))
         case Joined():
             return replace(state, queued=state.queued + 1)
