@@ -67,9 +67,10 @@ class GateState:
         """Why pages may not flow now. A stale reading does not pause them while it was usable
         and a page finished within stale_after: then pages replace the pages back."""
         reason, finished = reading_pause(self.signals, now, config), self.finished_at
-        ack_clocked = (self.signals.usable(config) and finished is not None
-                       and now - finished < config.stale_after_seconds)
-        return None if reason is Reason.STALE and ack_clocked else reason
+        ack_clocked = (reason is Reason.STALE and finished is not None  # the cheap tests first
+                       and now - finished < config.stale_after_seconds
+                       and self.signals.usable(config))
+        return None if ack_clocked else reason
 
     def page_allowance(self, now: float, config: GateConfig) -> int:
         """Waiting, credited pages that may go in flight now."""
