@@ -43,33 +43,47 @@ def _gauge(text: str, name: str) -> float:
 def test_metrics_reader_reads_the_real_metrics_page(vllm_server: VllmCpuServer) -> None:
     url = metrics_url_for(vllm_server.base_url)
     assert url == vllm_server.metrics_url
-    requests = 32
+    burst, most = 32, 32 * 16
 
-    async def read_during_a_burst() -> tuple[list[Reading], list[tuple[Reading, str]], str]:
+    async def read_while_busy() -> tuple[list[Reading], list[tuple[Reading, str]], str, int]:
         # Distinct pages: a repeated image would be served from vLLM's prefix cache. Each
         # reply runs to the server's 64-token cap (vLLM's `ignore_eos` sampling parameter):
         # a random model can stop at once, and then its front end, not its 4 slots, is
         # the bottleneck and nothing waits (seen in CI under load).
-        bodies = [build_chat_request(get_profile(DEFAULT_PROFILE), model="olmocr",
-                                     image_png=page_png(100 + i), temperature=0.1)
-                  | {"ignore_eos": True} for i in range(requests)]
+        def body(i: int) -> dict[str, object]:
+            return build_chat_request(get_profile(DEFAULT_PROFILE), model="olmocr",
+                                      image_png=page_png(100 + i), temperature=0.1) | {
+                "ignore_eos": True}
+
         poller = MetricsPoller(url, timeout_seconds=5.0)
         polled = [await poller()]
         scraped: list[tuple[Reading, str]] = []
         limits = httpx.Limits(max_connections=None)
-        async with httpx.AsyncClient(timeout=120, limits=limits) as http:
-            sent = [asyncio.create_task(http.post(f"{vllm_server.base_url}/chat/completions",
-                                                  json=body)) for body in bodies]
-            while not all(task.done() for task in sent):
+        async with httpx.AsyncClient(timeout=300, limits=limits) as http:
+            sent: list[asyncio.Task[httpx.Response]] = []
+            # The engine is kept busy until the reader has seen it busy: more requests
+            # than its 4 slots stay outstanding until a poll has seen one running and a
+            # scrape has seen one waiting. How fast the engine drains a burst, against
+            # how often a loaded machine lets this loop poll, decides nothing.
+            seen_running = seen_waiting = False
+            while not (seen_running and seen_waiting):
+                if sum(not task.done() for task in sent) < burst // 2:
+                    assert len(sent) < most, f"{len(sent)} requests sent, engine never seen busy"
+                    sent += [asyncio.create_task(http.post(
+                        f"{vllm_server.base_url}/chat/completions", json=body(len(sent) + i)))
+                        for i in range(burst)]
                 polled.append(await poller())
                 text = (await http.get(url)).text
                 scraped.append((parse_vllm_metrics(text, at=0.0), text))
+                seen_running = seen_running or polled[-1].running >= 1
+                seen_waiting = seen_waiting or _gauge(
+                    text, "vllm:num_requests_waiting_by_reason") > 0
             assert {(await task).status_code for task in sent} == {200}
         polled.append(await poller())
         await poller.aclose()
-        return polled, scraped, poller.url_in_use
+        return polled, scraped, poller.url_in_use, len(sent)
 
-    polled, scraped, used = asyncio.run(read_during_a_burst())
+    polled, scraped, used, requests = asyncio.run(read_while_busy())
     # The poller asked for the named samples only, and vLLM's exposition served them: the
     # page the gate reads is cut to the families it parses, and reads the same when idle.
     assert used == named_metrics_url(url)
