@@ -104,8 +104,11 @@ def test_a_server_that_cannot_start_is_reported(command: str, message: str) -> N
 
 def test_supervisor_restarts_a_killed_and_a_frozen_server() -> None:
     settings = sim_settings()
-    watchdog = WatchdogConfig(interval_seconds=0.2, probe_timeout_seconds=1.0,
-                              limits=WatchLimits(hang_after=60.0, unanswered_after=2.0))
+    # unanswered_after tells a frozen server from a live one: 10 s, which a live simulator
+    # never goes unanswered for however loaded the machine (a spurious restart would make
+    # starts 4); SIGSTOP answers never.
+    watchdog = WatchdogConfig(interval_seconds=0.2, probe_timeout_seconds=5.0,
+                              limits=WatchLimits(hang_after=60.0, unanswered_after=10.0))
 
     async def wait_for(predicate: object, limit: float = RECOVERY_LIMIT_S) -> None:
         deadline = time.monotonic() + limit
