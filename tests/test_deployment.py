@@ -27,7 +27,10 @@ from pagegate import samples
 from tests.helpers import prefect_cli, prefect_env
 from tests.prefect_runs import log_tail, stop_process, wait_final
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
+# Three prefect CLI calls in its fixture (120 s each at most) and two runs of
+# 120 s at most add up past pytest's 300 s: the outer limit covers the sum, so theirs
+# are the ones that report.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api"), pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_TIMEOUT_S = 120.0

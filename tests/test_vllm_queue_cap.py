@@ -68,5 +68,6 @@ def test_an_ungated_burst_gets_503s_from_the_launchers_cap_instead_of_a_deep_que
     assert after - before == refused, "vLLM counted every refusal in admission_rejections"
     # No deep queue: the engine never held more than the cap (FixedLimit(200) without it
     # reached 178-195 waiting, tests/test_vllm_burst.py).
-    assert burst.max_waiting + burst.max_running <= cap
+    # The cap holds at each reading; the peaks of waiting and running need not coincide.
+    assert max(s.waiting + s.running for s in burst.samples) <= cap
     assert len(burst.samples) >= 5, "/metrics was sampled through the burst"
