@@ -29,8 +29,10 @@ The tree separates *what went wrong* so that retries can tell the cases apart:
     │   │                          credentials, a source that names nothing, a model the
     │   │                          server does not serve (checked before any page is sent)
     │   └── ServerUnreachableError the server does not answer /v1/models at all
-    └── RunInterrupted             SIGINT or SIGTERM stopped a run the CLI started (no
-                                   fault: the CLI says what was committed, exits 130/143)
+
+    RunInterrupted (a BaseException, like KeyboardInterrupt: an `except Exception` must not
+                   swallow it) SIGINT or SIGTERM stopped a run the CLI started (no fault:
+                   the CLI says what was committed, exits 130/143)
 
 `InputError.reason` is the short, stable reason class written to the failure ledger.
 """
@@ -143,8 +145,12 @@ class ServerUnreachableError(PreflightError):
     """The server did not answer /v1/models (refused, timed out, 5xx): exit 3, not 2."""
 
 
-class RunInterrupted(PagegateError):
-    """SIGINT or SIGTERM stopped a run; `last` is its last progress update, if any."""
+class RunInterrupted(BaseException):
+    """SIGINT or SIGTERM stopped a run; `last` is its last progress update, if any.
+
+    pagegate.cli.stopping raises it from a signal handler, at any point of the main
+    thread, so it derives from BaseException: library code's `except Exception` lets it by.
+    """
 
     def __init__(self, signum: int, last: Any = None) -> None:
         super().__init__(f"stopped by signal {signum}")

@@ -1,6 +1,6 @@
 """`python -m pagegate.cli [COMMAND]`: the same as the `pagegate` console script."""
 
-from pagegate.cli.app import app
+from pagegate.cli.main import main
 
 if __name__ == "__main__":
-    app()
+    main()

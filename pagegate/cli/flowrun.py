@@ -10,35 +10,35 @@ import asyncio
 import contextvars
 import logging
 import os
-import signal
 import threading
 from collections.abc import Awaitable, Callable
-from types import FrameType
 from typing import Any
 
+from pagegate.cli.stopping import STOPPER
 from pagegate.errors import RunInterrupted
 from pagegate.heap import bound_heap
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def run_stoppable(main: Callable[[], Awaitable[Any]]) -> tuple[Any, int | None]:
     """Run `main()` in its own event loop on a worker thread; (its result, the stop signal).
 
-    SIGINT and SIGTERM cancel the flow's task, so it ends through asyncio's cancellation
-    path: every `async with` closes (render workers, a launched server, the HTTP client),
-    Prefect marks the run, and nothing is half-written. In the main thread Prefect
-    would install its own SIGTERM handler, whose TerminationSignal lands in whichever
-    asyncio task happens to be running and is lost there (the run went on); on a worker
-    thread it installs none, and this thread's handlers decide. Context variables (the
-    progress listener) are carried over to the worker.
+    A stop signal (pagegate.cli.stopping) cancels the flow's task, so it ends through
+    asyncio's cancellation path: every `async with` closes (render workers, a launched
+    server, the HTTP client), Prefect marks the run, and nothing is half-written. In the
+    main thread Prefect would install its own SIGTERM handler, whose TerminationSignal
+    lands in whichever asyncio task happens to be running and is lost there (the run
+    went on); on a worker thread it installs none. Context variables (the progress
+    listener) are carried over to the worker.
     """
-    received: list[int] = []
+    STOPPER.check()  # a signal before the flow began
     running: dict[str, Any] = {}
     finished = threading.Event()
+    cancelled = threading.Event()
 
     async def guarded() -> Any:
         running["loop"], running["task"] = asyncio.get_running_loop(), asyncio.current_task()
+        if cancelled.is_set():  # the signal came while this thread started
+            raise asyncio.CancelledError
         return await main()
 
     def work() -> None:
@@ -49,24 +49,20 @@ def run_stoppable(main: Callable[[], Awaitable[Any]]) -> tuple[Any, int | None]:
         finally:
             finished.set()
 
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        received.append(signum)
+    def cancel() -> None:
+        cancelled.set()
         loop, task = running.get("loop"), running.get("task")
         if loop is not None and task is not None:
             loop.call_soon_threadsafe(task.cancel)
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
     worker = threading.Thread(target=contextvars.copy_context().run, args=(work,),
                               name="pagegate-flow", daemon=True)
-    try:
+    with STOPPER.cancelling(cancel):
         worker.start()
         while not finished.wait(0.5):  # wakes for signals; the handlers run in this thread
             pass
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if received:
-        return None, received[0]
+    if STOPPER.signum is not None:
+        return None, STOPPER.signum
     if "error" in running:
         raise running["error"]
     return running["result"], None
@@ -102,6 +98,7 @@ def run_flow_state(start: Callable[[], Awaitable[Any]]) -> tuple[bool, dict[str,
 
     with temporary_prefect_server(), TerminalProgress() as display:
         token = PROGRESS_LISTENER.set(display)
+        STOPPER.last_progress = lambda: display.last  # the figures an interrupt reports
         try:
             state, stopped_by = run_stoppable(start)
         finally:

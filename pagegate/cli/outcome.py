@@ -79,7 +79,12 @@ def one_line_errors(*, debug: bool) -> Iterator[None]:
 
 
 def report_stopped(exc: RunInterrupted) -> NoReturn:
-    """pagegate's own line for a stopped run, the partial summary, and 130 or 143.
+    """The stopped run's lines, then exit 130 or 143."""
+    raise typer.Exit(stopped_line(exc))
+
+
+def stopped_line(exc: RunInterrupted) -> int:
+    """pagegate's own line for a stopped run and its partial summary; the exit code.
 
     Nothing is half-written: results and ledger records are whole-object writes, so
     what was committed is done and the rerun skips it; the rest is simply not there.
@@ -97,7 +102,7 @@ def report_stopped(exc: RunInterrupted) -> NoReturn:
             f"not done: {max(0, sample.pdfs_planned - sample.pdfs_done - sample.pdfs_failed)}  "
             f"pages: {sample.pages_done}  fallback pages: {sample.fallback_pages}"
         )
-    raise typer.Exit(EXIT_SIGTERM if exc.signum == signal.SIGTERM else EXIT_SIGINT)
+    return EXIT_SIGTERM if exc.signum == signal.SIGTERM else EXIT_SIGINT
 
 
 def _log_traceback(exc: BaseException) -> str:

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import httpx
 
+from pagegate.cli.stopping import STOPPER
+
 log = logging.getLogger("pagegate.cli")
 
 _ADDRESS_IN_USE = 3  # uvicorn's exit status when the port was taken meanwhile
@@ -46,6 +48,10 @@ def _start(port: int) -> subprocess.Popen[bytes]:
          "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
          "--port", str(port), "--log-level", "error", "--lifespan", "on"],
         env=env,
+        # Its own session: a terminal's Ctrl-C reaches the whole foreground group, and
+        # this server must outlive it long enough to take the run's last states and logs.
+        # The run stops it (below); pagegate.cli.stopping reaps it whatever happens.
+        start_new_session=True,
     )
 
 
@@ -108,9 +114,10 @@ def temporary_prefect_server() -> Iterator[str | None]:
         with temporary_settings(updates={PREFECT_API_URL: f"{url}/api"}):
             yield f"{url}/api"
     finally:
-        _drain_prefect_clients()
-        log.info("Stopping temporary Prefect server on %s", url)
-        _stop(proc)
+        with STOPPER.shielded():  # a signal now would leave the server running
+            _drain_prefect_clients()
+            log.info("Stopping temporary Prefect server on %s", url)
+            _stop(proc)
 
 
 def _drain_prefect_clients() -> None:

@@ -83,7 +83,8 @@ class _CountProcess:
     def call(self, request: Request, timeout: float) -> Reply:
         if self.proc is None or self.proc.poll() is not None:
             self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE)
+                                         stdout=subprocess.PIPE,
+                                         start_new_session=True)  # pagegate.pdf.worker: SESSION
             self.started += 1
             try:  # "ready", after the imports: no file is involved yet
                 ready = self._read(max(timeout, 120.0))

@@ -9,6 +9,11 @@ The address-space limit (RLIMIT_AS, `--memory-limit-mb`) turns a decompression b
 a failed allocation in this process instead of a machine that swaps: pdfium then fails
 the call or aborts, Python raises MemoryError; either way only this worker goes. The
 pixel cap of `plan_render` bounds the bitmap of any page shape on top of it.
+
+SESSION: workers run in a session of their own. A terminal's Ctrl-C goes to its whole
+foreground process group, and a worker it reached mid-import or mid-page would print a
+traceback or lose a page while the run winds down on its own terms. The pool ends a
+worker by closing its stdin (or killing it), and the CLI reaps any left at exit.
 """
 
 from __future__ import annotations
@@ -193,7 +198,7 @@ def main(
     bound_heap()  # bitmaps and PNGs come and go page after page
     worker = Worker(target_longest_dim=args.target_longest_dim, max_pixels=args.max_pixels,
                     dpi=args.dpi, target_shortest_dim=args.target_shortest_dim)
-    with contextlib.suppress(BrokenPipeError, KeyboardInterrupt):  # the pool went away
+    with contextlib.suppress(BrokenPipeError):  # the pool went away
         serve(sys.stdin.buffer, replies, worker, before)
     return 0
 

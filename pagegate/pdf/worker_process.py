@@ -95,6 +95,7 @@ class WorkerProcess:
         self.evict.clear()
         self.proc = await asyncio.create_subprocess_exec(
             *self.command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            start_new_session=True,  # see pagegate.pdf.worker: SESSION
         )
         self.stats.started += 1
         ready = await self._read(_STARTUP_TIMEOUT_SECONDS, "starting")
