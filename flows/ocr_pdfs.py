@@ -40,7 +40,12 @@ from pagegate.ocr.outcomes import GroupOutcome
 from pagegate.ocr.run import open_run_context, open_run_server
 from pagegate.plan.groups import Group
 from pagegate.plan.pending import PendingPlan
-from pagegate.report.summary import RunSummary, failure_rows
+from pagegate.report.summary import (
+    WORKSPACE_KEY,
+    RunSummary,
+    failure_rows,
+    workspace_stopped_line,
+)
 from pagegate.settle import gather_settled
 from tasks.admission_block import AdmissionGate
 from tasks.ocr_group import group_outcome, ocr_group
@@ -234,6 +239,9 @@ async def execute_plan(
         report = await monitor.finish(summary.totals, elapsed)
     summary = replace(summary, chart_uri=report.chart_uri)
     await create_summary_artifact(summary, report, gate_state)
+    if ctx.halt.error is not None:  # the workspace stopped taking writes (pagegate.ocr.halt)
+        line = workspace_stopped_line(config.workspace, ctx.halt.error, summary.totals)
+        return Failed(message=line, data={**summary.as_dict(), WORKSPACE_KEY: line})
     flagged = summary.flagged_message()
     if flagged:
         logger.warning(flagged)

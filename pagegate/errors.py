@@ -15,6 +15,9 @@ The tree separates *what went wrong* so that retries can tell the cases apart:
     │   ├── DownloadError          the object could not be fetched (carries the S3 code)
     │   └── SourceNotFoundError    an entry of a source list (or a pattern) names nothing
     ├── StorageError               a workspace or source location is unusable
+    │   └── WriteRefusedError      a store refuses writes for a reason no retry mends (no
+    │                              space, access denied, bucket gone, credentials expired):
+    │                              the run stops sending pages (pagegate.ocr.halt)
     ├── CapacityError              the server could not take the request now (503/429,
     │                              refused, reset, timeout); back off, never burns a page retry
     │   └── ServerUnavailableError capacity errors lasted past the deadline
@@ -98,6 +101,17 @@ class SourceNotFoundError(InputError):
 
 class StorageError(PagegateError):
     """A workspace or source location cannot be used (bad URI, missing bucket, ...)."""
+
+
+class WriteRefusedError(StorageError):
+    """A store stopped taking writes, and retrying will not change that.
+
+    `cause` is the short code (ENOSPC, AccessDenied, NoSuchBucket, ...) a summary groups by.
+    """
+
+    def __init__(self, message: str, *, cause: str) -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 class CapacityError(PagegateError):

@@ -54,6 +54,9 @@ async def ocr_group(group: Group) -> GroupOutcome | State[Any]:
     """OCR every PDF of one group through the run's shared admission gate; the outcome
     names only its failed and flagged PDFs (the rest are a tally, pagegate.ocr.outcomes)."""
     outcome = (await process_group(current_run_context(), group)).compact()
+    if outcome.stopped:  # not cached: a Retry, once the workspace takes writes, redoes them
+        return Failed(message=f"{outcome.stopped} of {outcome.count} PDF(s) not done: the "
+                      "workspace stopped taking writes", data=FailedGroup(outcome))
     if outcome.failed:
         quiet_returned_failures()  # no bare "NoneType: None" under Prefect's line (tasks/task_log.py)
         names = named([p.uri for p in outcome.failed], shown=5)

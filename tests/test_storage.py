@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -12,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from pagegate.errors import DownloadError, StorageError
-from pagegate.io.local import TEMP_PREFIX, LocalStore
-from pagegate.io.s3 import S3Store, make_s3_client
+from pagegate.errors import DownloadError, StorageError, WriteRefusedError
+from pagegate.io.local import TEMP_PREFIX, LocalStore, write_error
+from pagegate.io.s3 import S3Store, make_s3_client, write_errors
 from pagegate.io.storage import open_store, read_uri
 from pagegate.io.store import Store, split_s3_uri
 
@@ -440,3 +441,39 @@ def test_open_store_passes_the_given_client_along(s3_bucket: str) -> None:
     calls = count_calls(client, "PutObject")
     open_store(f"s3://{s3_bucket}/p", s3_client=client).write_bytes("k", b"v")
     assert [c["Key"] for c in calls] == ["p/k"]
+
+
+@pytest.mark.parametrize(("code", "lasting"), [
+    (errno.ENOSPC, True), (errno.EDQUOT, True), (errno.EROFS, True), (errno.EACCES, True),
+    (errno.EPERM, True), (errno.EIO, False), (errno.ENAMETOOLONG, False), (errno.EINTR, False),
+])
+def test_a_local_write_failure_that_lasts_is_told_apart(code: int, lasting: bool) -> None:
+    error = write_error("/ws/results/a.jsonl", OSError(code, os.strerror(code)))
+    assert isinstance(error, StorageError)
+    assert isinstance(error, WriteRefusedError) is lasting
+    if lasting:
+        assert isinstance(error, WriteRefusedError)
+        assert error.cause == errno.errorcode[code]
+
+
+@pytest.mark.parametrize(("code", "lasting"), [
+    ("AccessDenied", True), ("NoSuchBucket", True), ("ExpiredToken", True),
+    ("InvalidAccessKeyId", True), ("AllAccessDisabled", True),
+    ("KeyTooLongError", False), ("EntityTooLarge", False), ("InternalError", False),
+])
+def test_an_s3_write_failure_that_lasts_is_told_apart(code: str, lasting: bool) -> None:
+    from botocore.exceptions import ClientError
+
+    failure = ClientError({"Error": {"Code": code, "Message": code}}, "PutObject")
+    with pytest.raises(StorageError) as caught, write_errors("cannot write s3://b/k"):
+        raise failure
+    assert isinstance(caught.value, WriteRefusedError) is lasting
+    assert str(caught.value) == f"cannot write s3://b/k: {code}"
+
+
+def test_an_s3_endpoint_gone_after_the_retries_lasts() -> None:
+    from botocore.exceptions import EndpointConnectionError
+
+    with pytest.raises(WriteRefusedError) as caught, write_errors("cannot write s3://b/k"):
+        raise EndpointConnectionError(endpoint_url="http://127.0.0.1:9")
+    assert caught.value.cause == "EndpointConnectionError"

@@ -6,6 +6,8 @@ The exit codes are documented (README, docs/operations.md) so scripts can branch
     1    some PDFs failed (the ledger says why), or most pages fell back to the text layer
     2    usage or preflight error: nothing was sent to the server
     3    the server was unavailable (at the start, or for PDFs that waited past the deadline)
+    4    the workspace stopped taking writes mid-run (full, access denied, bucket gone):
+         no new page was sent; free space or fix access, then rerun the same command
     130  interrupted by SIGINT (Ctrl-C)
     143  stopped by SIGTERM
 
@@ -33,6 +35,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_SERVER = 3
+EXIT_STORAGE = 4
 EXIT_SIGINT = 128 + signal.SIGINT    # 130, the shell's code for a death by SIGINT
 EXIT_SIGTERM = 128 + signal.SIGTERM  # 143
 

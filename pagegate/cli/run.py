@@ -65,6 +65,7 @@ from pagegate.cli.options import (
 )
 from pagegate.cli.outcome import (
     EXIT_SERVER,
+    EXIT_STORAGE,
     EXIT_USAGE,
     fail,
     one_line_errors,
@@ -123,7 +124,7 @@ def run_command(
     """OCR PDFs into Dolma JSONL as a Prefect flow run.
 
     Exit codes: 0 all converted, 1 some PDFs failed, 2 usage or preflight error,
-    3 server unavailable, 130 SIGINT, 143 SIGTERM.
+    3 server unavailable, 4 the workspace stopped taking writes, 130 SIGINT, 143 SIGTERM.
     """
     chosen = chosen_profile(profile, model)
     target = run_target(
@@ -278,10 +279,13 @@ def reprocess_command(
 def finish(ok: bool, summary: dict[str, Any], workspace: str, *, json_out: bool) -> None:
     """Print the summary, or the one line of a run its preflight stopped; exit accordingly."""
     from pagegate.ocr.preflight import ERROR_KEY, UNREACHABLE_KEY
+    from pagegate.report.summary import WORKSPACE_KEY
 
     if summary.get(ERROR_KEY):
         fail(str(summary[ERROR_KEY]), EXIT_SERVER if summary.get(UNREACHABLE_KEY) else EXIT_USAGE)
     print_summary(summary, workspace, json_out=json_out)
+    if summary.get(WORKSPACE_KEY):
+        fail(str(summary[WORKSPACE_KEY]), EXIT_STORAGE)
     raise typer.Exit(run_exit_code(ok, summary))
 
 
@@ -297,7 +301,9 @@ def print_summary(summary: dict[str, Any], workspace: str, *, json_out: bool) ->
         typer.echo(f"WARNING: {summary['alarm']}")
     typer.echo(
         f"PDFs ok: {summary.get('pdfs_ok', 0)}  failed: {summary.get('pdfs_failed', 0)}  "
-        f"skipped: {summary.get('pdfs_skipped', 0)}  pages: {pages}  "
+        f"skipped: {summary.get('pdfs_skipped', 0)}  "
+        + (f"not done: {summary['pdfs_stopped']}  " if summary.get("pdfs_stopped") else "")
+        + f"pages: {pages}  "
         f"fallback pages: {summary.get('fallback_pages', 0)}  {rate:.2f} pages/s"
     )
     for failure in summary.get("failed", []):

@@ -10,10 +10,14 @@ import secrets
 import stat
 from collections.abc import Iterator
 
-from pagegate.errors import DownloadError, StorageError
+from pagegate.errors import DownloadError, StorageError, WriteRefusedError
 from pagegate.io.store import ObjectInfo, check_key, check_prefix
 
 TEMP_PREFIX = ".pagegate-tmp-"  # local temp files; `LocalStore.list` never shows them
+
+# Write failures that last: the filesystem is full (or the user's quota), read-only, or
+# closed to this user. Each holds for every later write, so the run stops (WriteRefusedError).
+LASTING_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
 
 
 def local_etag(st: os.stat_result) -> str:
@@ -24,6 +28,14 @@ def local_etag(st: os.stat_result) -> str:
 def errno_code(exc: OSError) -> str:
     """'ENOENT'-style name for an OSError, for DownloadError.code."""
     return errno.errorcode.get(exc.errno or 0, "EIO")
+
+
+def write_error(path: str, exc: OSError) -> StorageError:
+    """The error of a failed write: WriteRefusedError when no later write can succeed."""
+    message = f"cannot write {path}: {exc}"
+    if exc.errno in LASTING_ERRNOS:
+        return WriteRefusedError(message, cause=errno_code(exc))
+    return StorageError(message)
 
 
 class LocalStore:
@@ -65,7 +77,7 @@ class LocalStore:
             os.makedirs(directory, exist_ok=True)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except OSError as exc:
-            raise StorageError(f"cannot write {path}: {exc}") from exc
+            raise write_error(path, exc) from exc
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
@@ -76,7 +88,7 @@ class LocalStore:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
             if isinstance(exc, OSError):
-                raise StorageError(f"cannot write {path}: {exc}") from exc
+                raise write_error(path, exc) from exc
             raise
         _fsync_dir(directory)
 

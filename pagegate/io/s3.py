@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from pagegate.errors import DownloadError, StorageError
+from pagegate.errors import DownloadError, StorageError, WriteRefusedError
 from pagegate.io.store import S3_SCHEME, ObjectInfo, S3Client, check_key, check_prefix
 
 log = logging.getLogger("pagegate.s3")
@@ -21,6 +21,41 @@ _CAUSE = "pagegate_failed_with"  # key in botocore's per-request context: the la
 
 # ClientError codes that mean "no such object" (HEAD answers carry no body, only the status).
 _MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+# Write failures that last: what botocore's retries cannot mend (its transient codes,
+# SlowDown, 500 and 503 among them, it retries itself). Access is denied or the account
+# disabled, the bucket is gone, the keys are unknown or their session has expired.
+LASTING_S3_CODES = frozenset({
+    "AccessDenied", "AllAccessDisabled", "AccountProblem", "NoSuchBucket",
+    "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
+    "TokenRefreshRequired", "403",
+})
+
+
+@contextlib.contextmanager
+def write_errors(what: str) -> Iterator[None]:
+    """A failed write or delete as StorageError, or WriteRefusedError when it lasts.
+
+    Once botocore has spent its retries, an endpoint that does not answer or a missing
+    set of credentials lasts too: the next write would meet the same.
+    """
+    from botocore.exceptions import (
+        BotoCoreError,
+        ClientError,
+        EndpointConnectionError,
+        NoCredentialsError,
+    )
+
+    try:
+        yield
+    except ClientError as exc:
+        code = s3_code(exc)
+        if code in LASTING_S3_CODES:
+            raise WriteRefusedError(f"{what}: {code}", cause=code) from exc
+        raise StorageError(f"{what}: {code}") from exc
+    except (EndpointConnectionError, NoCredentialsError) as exc:
+        raise WriteRefusedError(f"{what}: {exc}", cause=type(exc).__name__) from exc
+    except BotoCoreError as exc:
+        raise StorageError(f"{what}: {exc}") from exc
 
 
 def s3_code(exc: Any) -> str:
@@ -232,15 +267,9 @@ class S3Store:
 
     def write_bytes(self, key: str, data: bytes) -> None:
         """PutObject replaces the whole object at once: S3 never shows a partial upload."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
         full = self._full_key(key)
-        try:
+        with write_errors(f"cannot write s3://{self.bucket}/{full}"):
             self.client.put_object(Bucket=self.bucket, Key=full, Body=data)
-        except ClientError as exc:
-            raise StorageError(f"cannot write s3://{self.bucket}/{full}: {s3_code(exc)}") from exc
-        except BotoCoreError as exc:
-            raise StorageError(f"cannot write s3://{self.bucket}/{full}: {exc}") from exc
 
     def exists(self, key: str) -> bool:
         from botocore.exceptions import BotoCoreError, ClientError
@@ -258,15 +287,9 @@ class S3Store:
 
     def delete(self, key: str) -> None:
         """DeleteObject succeeds for a missing key too, which is what we want."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
         full = self._full_key(key)
-        try:
+        with write_errors(f"cannot delete s3://{self.bucket}/{full}"):
             self.client.delete_object(Bucket=self.bucket, Key=full)
-        except ClientError as exc:
-            raise StorageError(f"cannot delete s3://{self.bucket}/{full}: {s3_code(exc)}") from exc
-        except BotoCoreError as exc:
-            raise StorageError(f"cannot delete s3://{self.bucket}/{full}: {exc}") from exc
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         """ListObjectsV2 page by page; keys ending in '/' (console "folders") are skipped."""

@@ -2,7 +2,9 @@
 fetch, validate, OCR its pages, commit.
 
 Every way a PDF can fail ends here as a ledger record and a `failed` outcome; nothing
-propagates, so one bad PDF never stops its group or the run.
+propagates, so one bad PDF never stops its group or the run. The one exception is a
+workspace that stopped taking writes (pagegate.ocr.halt): then every PDF not yet
+committed ends `stopped`, with no record, for the rerun to do.
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pagegate import __version__
-from pagegate.errors import DownloadError, InputError, ServerUnavailableError, SourceNotFoundError
+from pagegate.errors import (
+    DownloadError,
+    InputError,
+    ServerUnavailableError,
+    SourceNotFoundError,
+    StorageError,
+    WriteRefusedError,
+)
 from pagegate.io.local import errno_code
 from pagegate.io.storage import read_uri
 from pagegate.io.store import S3_SCHEME
@@ -56,9 +65,11 @@ async def process_pdf(ctx: RunContext, uri: str, group_id: str) -> PdfOutcome:
     """OCR one PDF and commit it, or record why it could not be done."""
     workspace = ctx.workspace
     try:
+        ctx.halt.check()
         if ctx.config.skip_committed and await asyncio.to_thread(_is_done, ctx, uri):
             return PdfOutcome(uri=uri, status="skipped")
         async with ctx.intake.enter() as entry:
+            ctx.halt.check()  # it may have tripped while this PDF waited its turn
             pages = await _fetch_and_ocr(ctx, uri, group_id, entry)
         dolma = build_dolma_document(
             source_uri=uri,
@@ -77,7 +88,10 @@ async def process_pdf(ctx: RunContext, uri: str, group_id: str) -> PdfOutcome:
             uri, dolma, markdown=ctx.config.markdown, markdown_root=ctx.config.markdown_root,
             flag=flag, layout=layout,
         ))
-    except (InputError, ServerUnavailableError) as exc:
+    except WriteRefusedError as exc:
+        ctx.halt.trip(exc)
+        return PdfOutcome(uri=uri, status="stopped")
+    except (InputError, ServerUnavailableError, StorageError) as exc:  # a line, no traceback
         return await _fail(ctx, uri, group_id, exc)
     except Exception as exc:  # one bad PDF must never stop the run
         log.exception("unexpected error on %s", uri)
@@ -189,7 +203,7 @@ async def _ocr_all_pages(
     try:
         async with asyncio.TaskGroup() as tg:
             tasks = [tg.create_task(page(i)) for i in range(doc.page_count)]
-    except* ServerUnavailableError as group:
+    except* (ServerUnavailableError, WriteRefusedError) as group:
         raise group.exceptions[0] from None
     return [t.result() for t in tasks]
 
@@ -234,15 +248,21 @@ async def _fail(ctx: RunContext, uri: str, group_id: str, exc: BaseException) ->
 
 
 async def _record(ctx: RunContext, record: FailureRecord) -> PdfOutcome:
-    """Write the ledger record of a PDF that produced no document; the `failed` outcome."""
+    """Write the ledger record of a PDF that produced no document; the `failed` outcome
+    (`stopped` when the workspace refuses the record: the rerun does the PDF again)."""
     uri = record.source
-    ctx.stats.pdfs_failed += 1
-    log.warning("failed %s: %s (%s)", uri, record.reason, record.detail)
+    if ctx.halt.error is not None:
+        return PdfOutcome(uri=uri, status="stopped")
     try:
         location: str | None = await asyncio.to_thread(ctx.workspace.record_failure, record)
+    except WriteRefusedError as exc:
+        ctx.halt.trip(exc)
+        return PdfOutcome(uri=uri, status="stopped")
     except Exception:
         log.exception("could not write the ledger record for %s", uri)
         location = None
+    ctx.stats.pdfs_failed += 1
+    log.warning("failed %s: %s (%s)", uri, record.reason, record.detail)
     return PdfOutcome(
         uri=uri, status="failed", reason=record.reason, detail=record.detail, location=location
     )

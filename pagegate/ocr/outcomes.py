@@ -6,12 +6,13 @@ from collections.abc import Iterable
 from dataclasses import astuple, dataclass, field
 from typing import Literal
 
-PdfStatus = Literal["ok", "failed", "skipped"]
+PdfStatus = Literal["ok", "failed", "skipped", "stopped"]
 
 
 @dataclass(frozen=True)
 class PdfOutcome:
-    """The result of one PDF. `skipped` means it was already committed by an earlier run."""
+    """The result of one PDF. `skipped`: committed by an earlier run. `stopped`: not done,
+    because the workspace stopped taking writes (pagegate.ocr.halt); no ledger record."""
 
     uri: str
     status: PdfStatus
@@ -30,6 +31,7 @@ class Tally:
 
     ok: int = 0
     skipped: int = 0
+    stopped: int = 0
     pages: int = 0
     fallback_pages: int = 0
     input_tokens: int = 0
@@ -40,7 +42,7 @@ class Tally:
 
     def add(self, pdf: PdfOutcome) -> Tally:
         return Tally(self.ok + (pdf.status == "ok"), self.skipped + (pdf.status == "skipped"),
-                     self.pages + pdf.pages, self.fallback_pages + pdf.fallback_pages,
+                     self.stopped + (pdf.status == "stopped"), self.pages + pdf.pages, self.fallback_pages + pdf.fallback_pages,
                      self.input_tokens + pdf.input_tokens, self.output_tokens + pdf.output_tokens)
 
 
@@ -63,9 +65,14 @@ class GroupOutcome:
         return tuple(p for p in self.pdfs if p.status == "failed")
 
     @property
+    def stopped(self) -> int:
+        """PDFs not done because the workspace stopped taking writes."""
+        return self.tally.stopped + sum(p.status == "stopped" for p in self.pdfs)
+
+    @property
     def count(self) -> int:
         """PDFs in the group, named or tallied."""
-        return len(self.pdfs) + self.tally.ok + self.tally.skipped
+        return len(self.pdfs) + self.tally.ok + self.tally.skipped + self.tally.stopped
 
     @property
     def ok_pages(self) -> int:
@@ -89,6 +96,7 @@ class RunTotals:
     pdfs_ok: int = 0
     pdfs_failed: int = 0
     pdfs_skipped: int = 0
+    pdfs_stopped: int = 0
     pages: int = 0
     fallback_pages: int = 0
     input_tokens: int = 0
@@ -102,9 +110,10 @@ class RunTotals:
             tally = tally.merge(group.tally)
             for pdf in group.pdfs:
                 tally = tally.add(pdf)
-                if pdf.status not in ("ok", "skipped"):
+                if pdf.status == "failed":
                     failures.append(pdf)
         return cls(pdfs_ok=tally.ok, pdfs_failed=len(failures), pdfs_skipped=tally.skipped,
+                   pdfs_stopped=tally.stopped,
                    pages=tally.pages, fallback_pages=tally.fallback_pages,
                    input_tokens=tally.input_tokens, output_tokens=tally.output_tokens,
                    failures=failures)

@@ -20,6 +20,7 @@ from pagegate.errors import CapacityError, ContentError, InputError, ServerUnava
 from pagegate.ocr.attempts import Attempt, AttemptPlan
 from pagegate.ocr.backoff import BackoffPolicy
 from pagegate.ocr.client import PageClient
+from pagegate.ocr.halt import Halt
 from pagegate.ocr.stats import RunStats
 from pagegate.output.documents import PageLayout, PageResult
 from pagegate.pdf.renderer import PdfSource, Renderer
@@ -88,9 +89,12 @@ class PageOcr:
         routes: Mapping[str, PageClient] | None = None,
         backoff: BackoffPolicy | None = None,
         rng: random.Random | None = None,
+        halt: Halt | None = None,
     ) -> None:
         """`client` serves every page unless the permit names a server in `routes`
-        (several servers behind a Router: pagegate/admission/router.py)."""
+        (several servers behind a Router: pagegate/admission/router.py). Once `halt`
+        trips, no page is rendered or sent (pagegate.ocr.halt)."""
+        self.halt = halt or Halt()
         self.client = client
         self.routes = dict(routes or {})
         self.backoff = backoff or BackoffPolicy()
@@ -105,7 +109,8 @@ class PageOcr:
         self.unavailable_after_seconds = unavailable_after_seconds
 
     async def run(self, doc: PdfDocument, page_index: int, group_id: str) -> PageResult:
-        """OCR page `page_index` (0-based) of `doc`. Raises only ServerUnavailableError."""
+        """OCR page `page_index` (0-based) of `doc`. Raises only ServerUnavailableError,
+        and WriteRefusedError once the run's halt has tripped."""
         plan = AttemptPlan.start(self.profile, self.max_attempts)
         input_tokens = output_tokens = attempts = 0
         last_error: str | None = None
@@ -192,6 +197,9 @@ class PageOcr:
         self, doc: PdfDocument, page_index: int, attempt: Attempt, group_id: str
     ) -> _AttemptResult:
         async with self.admission.slot(group_id) as permit:
+            if self.halt.error is not None:
+                permit.finish(Outcome.CANCELLED)
+                self.halt.check()
             try:
                 image = await self.renderer.render(
                     doc.source, page_index, rotation=attempt.rotation
@@ -207,6 +215,9 @@ class PageOcr:
             )
             frame = _Frame((image.width, image.height), (image.width_pt, image.height_pt))
             del image
+            if self.halt.error is not None:  # tripped while this page rendered
+                permit.finish(Outcome.CANCELLED)
+                self.halt.check()
             permit.sent()
             # Only the call holds the request, so its bytes go once sent (ocr/client.py).
             sending = self._client_for(permit).complete(body)

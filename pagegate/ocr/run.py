@@ -24,6 +24,7 @@ from pagegate.config import RunConfig
 from pagegate.io.s3 import LazyS3Client
 from pagegate.ocr.backoff import BackoffPolicy
 from pagegate.ocr.client import PageClient
+from pagegate.ocr.halt import Halt
 from pagegate.ocr.intake import Intake
 from pagegate.ocr.page import PageOcr
 from pagegate.ocr.stats import RunStats
@@ -46,6 +47,7 @@ class RunContext:
     s3_client: Any
     intake: Intake
     spool_dir: Path
+    halt: Halt
 
 
 def pool_settings(config: RunConfig) -> PoolSettings:
@@ -97,6 +99,7 @@ async def open_run_context(
     s3_client = LazyS3Client(retry_mode=config.s3_retry_mode, credentials=config.s3_credentials)
     workspace = Workspace.open(config.workspace, s3_client=s3_client)
     stats = RunStats(started_at=clock.now())
+    halt = Halt()
     async with AsyncExitStack() as stack:
         if renderer is None:
             renderer = await stack.enter_async_context(RenderPool(pool_settings(config)))
@@ -127,6 +130,7 @@ async def open_run_context(
             stats=stats,
             max_attempts=config.max_page_retries,
             unavailable_after_seconds=config.server_unavailable_after_seconds,
+            halt=halt,
         )
         yield RunContext(
             config=config,
@@ -140,6 +144,7 @@ async def open_run_context(
             s3_client=s3_client,
             intake=intake,
             spool_dir=spool_dir,
+            halt=halt,
         )
 
 

@@ -144,8 +144,11 @@ class RunMonitor:
         self.plan.group_finished(group.pages, outcome.ok_pages)
 
     async def finish(self, totals: RunTotals, elapsed_seconds: float) -> RunReport:
-        """Publish the final sample, then save the chart and the run record."""
+        """Publish the final sample, then save the chart and the run record (not to a
+        workspace that stopped taking writes: the run's own line says so)."""
         final = await publish(self.sample(), self.sinks, self.timeline, final=True)
+        if self.ctx.halt.error is not None:
+            return RunReport(self.run_id, final, None, None, None)
         store = self.ctx.workspace.store
         chart_key = run_key(self.run_id, CHART_NAME)
         chart_uri: str | None = None

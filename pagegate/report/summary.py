@@ -77,6 +77,7 @@ class RunSummary:
             "pdfs_ok": t.pdfs_ok,
             "pdfs_failed": t.pdfs_failed,
             "pdfs_skipped": t.pdfs_skipped + self.already_done,
+            "pdfs_stopped": t.pdfs_stopped,
             "pages": t.pages,
             "fallback_pages": t.fallback_pages,
             "input_tokens": t.input_tokens,
@@ -107,6 +108,19 @@ class RunSummary:
             f"{len(self.flagged)} PDF(s) committed with fallback pages flagged "
             f"(ledger: page_error_rate): {named([p.uri for p in self.flagged])}"
         )
+
+
+WORKSPACE_KEY = "workspace_error"  # the summary's key for that line
+
+
+def workspace_stopped_line(workspace: str, error: BaseException, totals: RunTotals) -> str:
+    """The one line of a run whose workspace stopped taking writes: where, why, what was
+    kept, and what to do (the CLI prints it; a deployment's final state carries it)."""
+    return (
+        f"the workspace {workspace} stopped taking writes ({error}); "
+        f"{totals.pdfs_ok} documents committed, {totals.pdfs_stopped} PDFs not done: "
+        "free space or fix access, then rerun the same command"
+    )
 
 
 def _row(pdf: PdfOutcome) -> dict[str, Any]:
