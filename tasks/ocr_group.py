@@ -55,6 +55,7 @@ async def ocr_group(group: Group) -> GroupOutcome | State[Any]:
     names only its failed and flagged PDFs (the rest are a tally, pagegate.ocr.outcomes)."""
     outcome = (await process_group(current_run_context(), group)).compact()
     if outcome.stopped:  # not cached: a Retry, once the workspace takes writes, redoes them
+        quiet_returned_failures()
         return Failed(message=f"{outcome.stopped} of {outcome.count} PDF(s) not done: the "
                       "workspace stopped taking writes", data=FailedGroup(outcome))
     if outcome.failed:

@@ -51,7 +51,8 @@ def _outcomes() -> list[GroupOutcome]:
                          reason="page_error_rate", detail="2 of 4 pages")
     skipped = PdfOutcome(uri="c.pdf", status="skipped")
     failed = PdfOutcome(uri="d.pdf", status="failed", reason="unreadable", detail="no header")
-    return [GroupOutcome("g1", (ok, flagged)), GroupOutcome("g2", (skipped, failed))]
+    stopped = PdfOutcome(uri="e.pdf", status="stopped")  # the workspace stopped taking writes
+    return [GroupOutcome("g1", (ok, flagged)), GroupOutcome("g2", (skipped, failed, stopped))]
 
 
 def test_summary_data_counts_once_and_lists_flagged_and_failed_pdfs() -> None:
@@ -59,7 +60,8 @@ def test_summary_data_counts_once_and_lists_flagged_and_failed_pdfs() -> None:
                             chart_uri="/w/runs/r/chart.png")
     assert [p.uri for p in summary.flagged] == ["b.pdf"]
     assert summary.as_dict() == {
-        "pdfs_ok": 2, "pdfs_failed": 1, "pdfs_skipped": 6, "pages": 7, "fallback_pages": 2,
+        "pdfs_ok": 2, "pdfs_failed": 1, "pdfs_skipped": 6, "pdfs_stopped": 1, "pages": 7,
+        "fallback_pages": 2,
         "input_tokens": 30, "output_tokens": 9, "elapsed_seconds": 2.346,
         "chart": "/w/runs/r/chart.png",
         "failed": [{"source": "d.pdf", "reason": "unreadable", "detail": "no header"}],

@@ -101,6 +101,18 @@ def test_a_local_workspace_that_fills_up(
                   re.escape(f"cannot write {ws}/results/") + r"\S+: \[Errno 28\] No space "
                   "left on device")
     assert read_ledger(ws) == {}  # nothing is wrong with the PDFs left
+    # Through Prefect: the flow run ended Failed with the same line as its message.
+    state = last_flow_run_state()
+    assert state.is_failed() and f"error: {state.message}" == ran.last_line
+
+
+def last_flow_run_state() -> Any:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(sort=FlowRunSort.EXPECTED_START_TIME_DESC, limit=1)
+    return runs[0].state
 
 
 def test_space_is_back_and_the_rerun_finishes(

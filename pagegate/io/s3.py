@@ -24,37 +24,27 @@ _MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 # Write failures that last: what botocore's retries cannot mend (its transient codes,
 # SlowDown, 500 and 503 among them, it retries itself). Access is denied or the account
 # disabled, the bucket is gone, the keys are unknown or their session has expired.
-LASTING_S3_CODES = frozenset({
-    "AccessDenied", "AllAccessDisabled", "AccountProblem", "NoSuchBucket",
-    "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
-    "TokenRefreshRequired", "403",
-})
+LASTING_S3_CODES = frozenset({"AccessDenied", "AllAccessDisabled", "AccountProblem",
+    "NoSuchBucket", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken",
+    "InvalidToken", "TokenRefreshRequired", "403"})
 
 
 @contextlib.contextmanager
 def write_errors(what: str) -> Iterator[None]:
-    """A failed write or delete as StorageError, or WriteRefusedError when it lasts.
-
-    Once botocore has spent its retries, an endpoint that does not answer or a missing
-    set of credentials lasts too: the next write would meet the same.
-    """
-    from botocore.exceptions import (
-        BotoCoreError,
-        ClientError,
-        EndpointConnectionError,
-        NoCredentialsError,
-    )
+    """A failed write or delete as StorageError, or WriteRefusedError when it lasts (once
+    botocore's retries are spent, so does an endpoint that does not answer)."""
+    from botocore import exceptions as boto
 
     try:
         yield
-    except ClientError as exc:
+    except boto.ClientError as exc:
         code = s3_code(exc)
         if code in LASTING_S3_CODES:
             raise WriteRefusedError(f"{what}: {code}", cause=code) from exc
         raise StorageError(f"{what}: {code}") from exc
-    except (EndpointConnectionError, NoCredentialsError) as exc:
+    except (boto.EndpointConnectionError, boto.NoCredentialsError) as exc:
         raise WriteRefusedError(f"{what}: {exc}", cause=type(exc).__name__) from exc
-    except BotoCoreError as exc:
+    except boto.BotoCoreError as exc:
         raise StorageError(f"{what}: {exc}") from exc
 
 
