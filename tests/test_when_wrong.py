@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,8 +23,8 @@ import pytest
 
 from pagegate import samples
 from tests.fixtures.s3 import S3Server
-from tests.fixtures.sim import SimServer, launch_sim
-from tests.helpers import REPO, cli_env, metric_total, read_ledger, read_results
+from tests.fixtures.sim import SimServer
+from tests.helpers import REPO, metric_total, read_ledger, read_results
 
 pytestmark = [pytest.mark.slow]
 
@@ -69,13 +68,6 @@ def aws_env(endpoint: str, **changes: str | None) -> dict[str, str]:
         else:
             env[name] = value
     return env
-
-
-@pytest.fixture(scope="module")
-def sim() -> Iterator[SimServer]:
-    server = launch_sim(profile="ci")
-    yield server
-    server.stop()
 
 
 @pytest.fixture
@@ -206,11 +198,6 @@ def test_stats_of_a_workspace_that_does_not_exist(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------- runs that start
-
-
-@pytest.fixture
-def api_env(prefect_api: None) -> dict[str, str]:
-    return cli_env()
 
 
 def test_all_converted_then_a_rerun_skips_them(

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.sim import SimServer, launch_sim
-from tests.helpers import cli_env, metric_total, read_ledger, read_results, write_corpus
+from tests.fixtures.sim import SimServer
+from tests.helpers import metric_total, read_ledger, read_results, write_corpus
 from tests.test_when_wrong import SENT, Ran, aws_env, cli
 
 pytestmark = [pytest.mark.slow]
@@ -32,18 +32,6 @@ IN_FLIGHT = 4  # --no-gate --max-concurrent-requests 4: at most 4 pages on the s
 # Pages answered but not yet committed when the first write was refused: one commit
 # thread each at most (asyncio.to_thread's pool: min(32, cpus + 4)).
 COMMITTING = min(32, (os.cpu_count() or 1) + 4)
-
-
-@pytest.fixture(scope="module")
-def sim() -> Iterator[SimServer]:
-    server = launch_sim(profile="ci")
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def api_env(prefect_api: None) -> dict[str, str]:
-    return cli_env()
 
 
 @pytest.fixture
@@ -88,7 +76,7 @@ def check_stopped(ran: Ran, ws: str, committed: int, pages_sent: float, why: str
     assert pages_sent <= committed + IN_FLIGHT + COMMITTING
 
 
-def test_a_local_workspace_that_fills_up(
+def test_a_local_workspace_that_fills_up_then_space_is_back(
     sim: SimServer, small_fs: Path, tmp_path: Path, api_env: dict[str, str]
 ) -> None:
     write_corpus(tmp_path / "in", PDFS, pages=1)
@@ -97,13 +85,21 @@ def test_a_local_workspace_that_fills_up(
     before = sent(sim)
     ran = cli(*args, env=api_env)
     docs = read_results(ws)  # parses each one: every committed document is whole
-    check_stopped(ran, str(ws), len(docs), sent(sim) - before,
+    kept = len(docs)
+    check_stopped(ran, str(ws), kept, sent(sim) - before,
                   re.escape(f"cannot write {ws}/results/") + r"\S+: \[Errno 28\] No space "
                   "left on device")
     assert read_ledger(ws) == {}  # nothing is wrong with the PDFs left
     # Through Prefect: the flow run ended Failed with the same line as its message.
     state = last_flow_run_state()
     assert state.is_failed() and f"error: {state.message}" == ran.last_line
+
+    subprocess.run(["mount", "-o", "remount,size=64m", str(small_fs)], check=True)
+    again = cli(*args, env=api_env)
+    assert again.code == 0, again.err[-3000:]
+    assert again.out.startswith(f"PDFs ok: {PDFS - kept}  failed: 0  skipped: {kept}  ")
+    docs = read_results(ws)
+    assert len(docs) == PDFS and len({d["id"] for d in docs.values()}) == PDFS
 
 
 def last_flow_run_state() -> Any:
@@ -113,23 +109,6 @@ def last_flow_run_state() -> Any:
     with get_client(sync_client=True) as client:
         runs = client.read_flow_runs(sort=FlowRunSort.EXPECTED_START_TIME_DESC, limit=1)
     return runs[0].state
-
-
-def test_space_is_back_and_the_rerun_finishes(
-    sim: SimServer, small_fs: Path, tmp_path: Path, api_env: dict[str, str]
-) -> None:
-    write_corpus(tmp_path / "in", PDFS, pages=1)
-    ws = small_fs / "ws"
-    args = run_args(str(tmp_path / "in"), str(ws), sim)
-    first = cli(*args, env=api_env)
-    assert first.code == 4, first.err[-3000:]
-    kept = len(read_results(ws))
-    subprocess.run(["mount", "-o", "remount,size=64m", str(small_fs)], check=True)
-    again = cli(*args, env=api_env)
-    assert again.code == 0, again.err[-3000:]
-    assert again.out.startswith(f"PDFs ok: {PDFS - kept}  failed: 0  skipped: {kept}  ")
-    docs = read_results(ws)
-    assert len(docs) == PDFS and len({d["id"] for d in docs.values()}) == PDFS
 
 
 def test_an_s3_workspace_whose_writes_are_denied(
