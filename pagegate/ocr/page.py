@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Mapping
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 from pagegate.admission.base import Admission, Outcome, Permit
@@ -196,7 +197,9 @@ class PageOcr:
     async def _send(
         self, doc: PdfDocument, page_index: int, attempt: Attempt, group_id: str
     ) -> _AttemptResult:
-        async with self.admission.slot(group_id) as permit:
+        async with AsyncExitStack() as stack:
+            async with self.halt.waiting():  # a trip ends the wait (pagegate.ocr.halt)
+                permit = await stack.enter_async_context(self.admission.slot(group_id))
             if self.halt.error is not None:
                 permit.finish(Outcome.CANCELLED)
                 self.halt.check()
