@@ -106,7 +106,7 @@ class StorageError(PagegateError):
 class WriteRefusedError(StorageError):
     """A store stopped taking writes, and retrying will not change that.
 
-    `cause` is the short code (ENOSPC, AccessDenied, NoSuchBucket, ...) a summary groups by.
+    `cause` is the short code of what refused (ENOSPC, AccessDenied, NoSuchBucket, ...).
     """
 
     def __init__(self, message: str, *, cause: str) -> None:

@@ -29,6 +29,7 @@ from typing import Any, NoReturn
 
 import typer
 
+from pagegate.cli.stopping import exit_code
 from pagegate.errors import PreflightError, RunInterrupted, ServerUnreachableError
 
 EXIT_OK = 0
@@ -36,8 +37,8 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_SERVER = 3
 EXIT_STORAGE = 4
-EXIT_SIGINT = 128 + signal.SIGINT    # 130, the shell's code for a death by SIGINT
-EXIT_SIGTERM = 128 + signal.SIGTERM  # 143
+EXIT_SIGINT = exit_code(signal.SIGINT)    # 130, the shell's code for a death by SIGINT
+EXIT_SIGTERM = exit_code(signal.SIGTERM)  # 143
 
 SERVER_REASON = "server_unavailable"
 
@@ -105,7 +106,7 @@ def stopped_line(exc: RunInterrupted) -> int:
             f"not done: {max(0, sample.pdfs_planned - sample.pdfs_done - sample.pdfs_failed)}  "
             f"pages: {sample.pages_done}  fallback pages: {sample.fallback_pages}"
         )
-    return EXIT_SIGTERM if exc.signum == signal.SIGTERM else EXIT_SIGINT
+    return exit_code(exc.signum)
 
 
 def _log_traceback(exc: BaseException) -> str:

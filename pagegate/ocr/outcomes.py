@@ -42,7 +42,8 @@ class Tally:
 
     def add(self, pdf: PdfOutcome) -> Tally:
         return Tally(self.ok + (pdf.status == "ok"), self.skipped + (pdf.status == "skipped"),
-                     self.stopped + (pdf.status == "stopped"), self.pages + pdf.pages, self.fallback_pages + pdf.fallback_pages,
+                     self.stopped + (pdf.status == "stopped"), self.pages + pdf.pages,
+                     self.fallback_pages + pdf.fallback_pages,
                      self.input_tokens + pdf.input_tokens, self.output_tokens + pdf.output_tokens)
 
 

@@ -200,9 +200,7 @@ class PageOcr:
         async with AsyncExitStack() as stack:
             async with self.halt.waiting():  # a trip ends the wait (pagegate.ocr.halt)
                 permit = await stack.enter_async_context(self.admission.slot(group_id))
-            if self.halt.error is not None:
-                permit.finish(Outcome.CANCELLED)
-                self.halt.check()
+            self._unless_halted(permit)  # admitted as the halt tripped
             try:
                 image = await self.renderer.render(
                     doc.source, page_index, rotation=attempt.rotation
@@ -218,9 +216,7 @@ class PageOcr:
             )
             frame = _Frame((image.width, image.height), (image.width_pt, image.height_pt))
             del image
-            if self.halt.error is not None:  # tripped while this page rendered
-                permit.finish(Outcome.CANCELLED)
-                self.halt.check()
+            self._unless_halted(permit)  # tripped while this page rendered
             permit.sent()
             # Only the call holds the request, so its bytes go once sent (ocr/client.py).
             sending = self._client_for(permit).complete(body)
@@ -237,6 +233,12 @@ class PageOcr:
                 return _AttemptResult(None, usage_of(reply_body), str(exc))
             permit.finish(Outcome.OK)
             return _AttemptResult(reply, usage, None, frame)
+
+    def _unless_halted(self, permit: Permit) -> None:
+        """Hand the permit back unused and raise, once the run's halt has tripped."""
+        if self.halt.error is not None:
+            permit.finish(Outcome.CANCELLED)
+            self.halt.check()
 
     def _client_for(self, permit: Permit) -> PageClient:
         """The server the permit routes to, or the run's one server."""
