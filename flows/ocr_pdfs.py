@@ -18,7 +18,7 @@ failed groups, and inside them skips every PDF already committed to the workspac
 # annotations, and a served run may see the function without its module's globals.
 # Defaults are RunConfig's (pagegate/config.py), read by name: one source for every default.
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from pydantic import SecretStr
 
 from pagegate.admission.base import Admission
 from pagegate.admission.build import GateSettings, open_admission
+from pagegate.claims.turns import Turns
 from pagegate.clock import MonotonicClock
 from pagegate.config import RunConfig
 from pagegate.errors import PreflightError
@@ -46,7 +47,6 @@ from pagegate.report.summary import (
     failure_rows,
     workspace_stopped_line,
 )
-from pagegate.settle import gather_settled
 from tasks.admission_block import AdmissionGate
 from tasks.ocr_group import group_outcome, ocr_group
 from tasks.output_options import record_output_options
@@ -97,6 +97,7 @@ async def ocr_pdfs(
     render_workers: AtLeastOne | None = RunConfig.render_workers,
     pdf_memory_budget_mb: AtLeastOne = RunConfig.pdf_memory_budget_mb,
     layout: bool = RunConfig.layout,
+    claim_lease_seconds: PositiveSeconds = RunConfig.claim_lease_seconds,
 ) -> State[Any]:
     """OCR PDFs from S3 or disk into Dolma JSONL in WORKSPACE.
 
@@ -149,6 +150,9 @@ async def ocr_pdfs(
             their pages near admission, and larger ones are read from a file.
         layout: also write layout/<id>.jsonl, each page's blocks with boxes in PDF
             points (profiles that give layout; docs/models.md).
+        claim_lease_seconds: runs over one workspace split its groups by claims; a run
+            that stops renewing its claims for this long is taken to be gone, and the
+            others take its groups over (docs/operations.md).
     """
     bound_heap()  # large transient buffers pass through this process (pagegate/heap.py)
     params = RunParams(
@@ -166,7 +170,7 @@ async def ocr_pdfs(
         result_storage=result_storage, launch_server=launch_server,
         server_urls=server_urls, capacity_backoff_max_seconds=capacity_backoff_max_seconds,
         render_workers=render_workers, pdf_memory_budget_mb=pdf_memory_budget_mb,
-        profile=profile, layout=layout,
+        profile=profile, layout=layout, claim_lease_seconds=claim_lease_seconds,
     )
     try:
         config, gate_settings = await run_settings(params, sources=sources)
@@ -184,6 +188,7 @@ async def ocr_pdfs(
         pdf_password=_secret(config.pdf_password),
         s3_retry_mode=config.s3_retry_mode,
         aws_credentials=aws_credentials,
+        shared_as=config.run_id or "",
     )
     # Before the first commit: reprocess will write what this run writes, where it writes it.
     config = await asyncio.to_thread(record_output_options, config, plan.source_root)
@@ -226,11 +231,14 @@ async def execute_plan(
     ):
         token = RUN_CONTEXT.set(ctx)
         try:
-            outcomes = await _run_groups(
-                groups, config.workers, on_done=monitor.group_finished, task=group_task
-            )
+            turns = Turns(groups, workers=config.workers, holder=ctx.claims,
+                          run_group=_group_runner(group_task), halt=ctx.halt,
+                          on_done=monitor.group_finished)
+            outcomes = await turns.run()
         finally:
             RUN_CONTEXT.reset(token)
+        if turns.others:
+            logger.info("shared the workspace with %s", ", ".join(sorted(turns.others.values())))
         if plan.missing:  # source entries that named nothing: recorded, counted as failed
             outcomes.append(await record_missing(ctx, plan.missing))
         elapsed = clock.now() - ctx.stats.started_at
@@ -261,31 +269,18 @@ async def execute_plan(
     return Completed(message=summary.message(), data=summary.as_dict())
 
 
-async def _run_groups(
-    groups: list[Group],
-    workers: int,
-    on_done: Callable[[Any, GroupOutcome], None] | None = None,
-    task: Any = ocr_group,
-) -> list[GroupOutcome]:
-    """Await one task per group, at most `workers` at a time, in this event loop.
-
-    Each task's final state is read whatever it is (completed, cached, failed with its
-    PDFs recorded, crashed), so one group never hides the others' outcomes. Cancelled
-    (Ctrl-C), it ends only when every group has, so the monitor's last word counts
-    every PDF committed meanwhile.
-    """
-    limit = asyncio.Semaphore(workers)
+def _group_runner(task: Any) -> Callable[[Group], Awaitable[GroupOutcome]]:
+    """One group as the claims' turns run it (pagegate.claims.turns): its task, awaited in
+    this event loop, and the outcome read from its final state whatever that is
+    (completed, cached, failed with its PDFs recorded, crashed)."""
 
     async def one(group: Group) -> GroupOutcome:
-        async with limit:
-            state = await task(group, return_state=True)
-            outcome = await group_outcome(state, group)
-        if on_done is not None:
-            on_done(group, outcome)  # progress accounting (pagegate/report/monitor.py)
+        state = await task(group, return_state=True)
+        outcome = await group_outcome(state, group)
         trim()  # a group's buffers are gone: hand their pages back (pagegate/heap.py)
         return outcome
 
-    return await gather_settled(one(g) for g in groups)
+    return one
 
 
 def _snapshot(admission: Admission) -> dict[str, Any]:

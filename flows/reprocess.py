@@ -76,6 +76,7 @@ async def reprocess(
     render_workers: AtLeastOne | None = RunConfig.render_workers,
     pdf_memory_budget_mb: AtLeastOne = RunConfig.pdf_memory_budget_mb,
     layout: bool = RunConfig.layout,
+    claim_lease_seconds: PositiveSeconds = RunConfig.claim_lease_seconds,
 ) -> State[Any]:
     """Retry the failed PDFs of WORKSPACE (its ledger), or exactly the PDFs listed.
 
@@ -102,7 +103,7 @@ async def reprocess(
         result_storage=result_storage, launch_server=launch_server,
         server_urls=server_urls, capacity_backoff_max_seconds=capacity_backoff_max_seconds,
         render_workers=render_workers, pdf_memory_budget_mb=pdf_memory_budget_mb,
-        profile=profile, layout=layout,
+        profile=profile, layout=layout, claim_lease_seconds=claim_lease_seconds,
     )
     logger = get_run_logger()
     if only_reasons:

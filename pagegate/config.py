@@ -57,6 +57,8 @@ class RunConfig:
     redo_flagged: bool = False                # reprocess: a committed PDF with a ledger record is redone
     s3_retry_mode: str = "standard"           # botocore retry mode for S3 (standard or adaptive)
     run_id: str | None = None                 # the Prefect flow run, recorded in ledger records
+    run_name: str | None = None               # its name, as other runs over the workspace see it
+    claim_lease_seconds: float = 60.0         # a claim on a group lapses after this long without a heartbeat
     gate_block: str | None = None             # name of a saved AdmissionGate block
     gate_overrides: dict[str, float | int | bool] = field(default_factory=dict)
     use_gate: bool = True
@@ -82,6 +84,8 @@ class RunConfig:
             raise ValueError("max_pages_per_pdf must be at least 1")
         if self.capacity_backoff_max_seconds <= 0:
             raise ValueError("capacity_backoff_max_seconds must be positive")
+        if self.claim_lease_seconds <= 0:
+            raise ValueError("claim_lease_seconds must be positive")
         if len(set(self.server_urls)) < len(self.server_urls):
             raise ValueError("server_urls lists a server twice")
         if self.s3_retry_mode not in S3_RETRY_MODES:

@@ -114,6 +114,11 @@ class WriteRefusedError(StorageError):
         self.cause = cause
 
 
+class ClaimLostError(PagegateError):
+    """Another run took over this run's claim on a group (pagegate.claims): this run must
+    not write for that group any more. Not a failure of the PDF: it gets no record."""
+
+
 class CapacityError(PagegateError):
     """The server could not take the request right now; retry after backing off."""
 

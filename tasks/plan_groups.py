@@ -41,8 +41,10 @@ async def plan_pending_task(
     pdf_password: SecretStr | None = None,
     s3_retry_mode: str = RunConfig.s3_retry_mode,
     aws_credentials: str | None = None,
+    shared_as: str = "",
 ) -> PendingPlan:
-    """List the sources, leave out PDFs already committed in `workspace`, cut groups.
+    """List the sources, leave out PDFs already committed in `workspace`, and take their
+    groups from the workspace's shared plan, adding the PDFs it lacks (as `shared_as`).
 
     `aws_credentials` names a prefect-aws block (tasks/aws_credentials.py): the name is
     the parameter, so the secret itself is never a task input.
@@ -57,6 +59,7 @@ async def plan_pending_task(
         pages_per_group=pages_per_group,
         s3_client=s3_client,
         password=_secret(pdf_password),
+        shared_as=shared_as,
     )
 
 

@@ -72,6 +72,7 @@ class RunParams:
     pdf_memory_budget_mb: int
     profile: str | None
     layout: bool
+    claim_lease_seconds: float
 
     def run_config(
         self,
@@ -81,6 +82,7 @@ class RunParams:
         pdf_password: str | None,
         managed_server: ManagedServerConfig | None,
         run_id: str | None,
+        run_name: str | None = None,
         redo_flagged: bool = False,
         s3_credentials: S3Credentials | None = None,
     ) -> RunConfig:
@@ -117,6 +119,8 @@ class RunParams:
             s3_retry_mode=self.s3_retry_mode,
             redo_flagged=redo_flagged,
             run_id=run_id,
+            run_name=run_name,
+            claim_lease_seconds=self.claim_lease_seconds,
             managed_server=managed_server,
         )
 
@@ -132,6 +136,7 @@ async def run_settings(
         pdf_password=await resolve_password(params.pdf_password, params.pdf_password_secret),
         managed_server=await managed_server_for(params.launch_server, gate_block),
         run_id=flow_run.get_id(),
+        run_name=flow_run.get_name(),
         redo_flagged=redo_flagged,
         s3_credentials=await load_s3_credentials(params.aws_credentials),
     )

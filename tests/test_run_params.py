@@ -37,6 +37,7 @@ def params(**changes: object) -> RunParams:
         "result_storage": None, "launch_server": None, "server_urls": None,
         "capacity_backoff_max_seconds": 3.0,
         "render_workers": 2, "pdf_memory_budget_mb": 64, "profile": None, "layout": True,
+        "claim_lease_seconds": 9.0,
     }
     return RunParams(**{**values, **changes})  # type: ignore[arg-type]
 
@@ -62,6 +63,7 @@ def test_every_parameter_reaches_the_run_config() -> None:
     assert config.server_urls == ()
     assert (config.render_workers, config.pdf_memory_budget_mb) == (2, 64)
     assert (config.profile, config.layout) == ("olmocr-2", True)
+    assert config.claim_lease_seconds == 9.0
 
 
 @pytest.mark.parametrize(("profile", "model", "launched", "expected"), [

@@ -58,6 +58,34 @@ def test_write_read_exists_delete_round_trip(store: Store) -> None:
     store.delete("docs/a.jsonl")  # deleting what is gone is fine
 
 
+def test_create_writes_only_what_is_absent(store: Store) -> None:
+    assert store.create("claims/g1/00000000.json", b"mine")
+    assert not store.create("claims/g1/00000000.json", b"theirs")
+    assert store.read_bytes("claims/g1/00000000.json") == b"mine"
+    assert [i.key for i in store.list("claims/")] == ["claims/g1/00000000.json"]
+
+
+def test_of_many_concurrent_creates_exactly_one_wins(store: Store) -> None:
+    """Eight threads race for one key and for a second one: one winner each, its bytes kept."""
+    won: list[tuple[str, int]] = []
+    start = threading.Barrier(8)
+
+    def racer(n: int) -> None:
+        start.wait()
+        for key in ("race/a", "race/b"):
+            if store.create(key, str(n).encode()):
+                won.append((key, n))
+
+    threads = [threading.Thread(target=racer, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(key for key, _ in won) == ["race/a", "race/b"]
+    for key, n in won:
+        assert store.read_bytes(key) == str(n).encode()
+
+
 def test_empty_object_round_trips(store: Store) -> None:
     store.write_bytes("empty", b"")
     assert store.exists("empty")
@@ -165,6 +193,8 @@ def test_local_write_leaves_only_the_target_file(tmp_path: Path) -> None:
         store.write_bytes("d/out.jsonl", b"v%d" % i)
     assert os.listdir(tmp_path / "d") == ["out.jsonl"]
     assert store.read_bytes("d/out.jsonl") == b"v4"
+    assert store.create("d/new", b"x") and not store.create("d/new", b"y")
+    assert sorted(os.listdir(tmp_path / "d")) == ["new", "out.jsonl"]  # no spare link names
 
 
 def test_local_write_works_for_names_at_the_file_name_limit(tmp_path: Path) -> None:

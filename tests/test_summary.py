@@ -60,7 +60,8 @@ def test_summary_data_counts_once_and_lists_flagged_and_failed_pdfs() -> None:
                             chart_uri="/w/runs/r/chart.png")
     assert [p.uri for p in summary.flagged] == ["b.pdf"]
     assert summary.as_dict() == {
-        "pdfs_ok": 2, "pdfs_failed": 1, "pdfs_skipped": 6, "pdfs_stopped": 1, "pages": 7,
+        "pdfs_ok": 2, "pdfs_ok_by_others": 0, "other_runs": [],
+        "pdfs_failed": 1, "pdfs_skipped": 6, "pdfs_stopped": 1, "pages": 7,
         "fallback_pages": 2,
         "input_tokens": 30, "output_tokens": 9, "elapsed_seconds": 2.346,
         "chart": "/w/runs/r/chart.png",

@@ -45,6 +45,9 @@ NoGateOpt = Annotated[bool, typer.Option("--no-gate", help="Disable the gate; ca
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.", rich_help_panel=OUTPUT, metavar="", show_default="off")]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Print the traceback of an error too (the log file keeps it either way).", rich_help_panel=OUTPUT, metavar="", show_default="off")]
 
+# Runs that share a workspace (pagegate.claims).
+ClaimLeaseOpt = Annotated[float, typer.Option(min=0.001, help="Seconds a run may go without renewing its claims on groups before other runs over the workspace take them over.", rich_help_panel=OUTPUT)]
+
 # Rendering and the memory PDFs take.
 RenderWorkersOpt = Annotated[int | None, typer.Option(min=1, help="Render worker processes, each with its own pdfium (one per core pagegate may use).", rich_help_panel=PAGES, show_default='one per core')]
 PdfMemoryBudgetOpt = Annotated[int, typer.Option("--pdf-memory-budget", min=1, help="MB of PDF bytes held in memory at once; larger PDFs are read from a file.", rich_help_panel=PAGES)]

@@ -18,6 +18,7 @@ from pagegate.cli.options import (
     OUTPUT,
     PAGES,
     AwsCredentialsOpt,
+    ClaimLeaseOpt,
     DebugOpt,
     DpOpt,
     DropOnPageErrorsOpt,
@@ -120,6 +121,7 @@ def run_command(
     gpus: GpusOpt = None,
     render_workers: RenderWorkersOpt = RunConfig.render_workers,
     pdf_memory_budget_mb: PdfMemoryBudgetOpt = RunConfig.pdf_memory_budget_mb,
+    claim_lease_seconds: ClaimLeaseOpt = RunConfig.claim_lease_seconds,
 ) -> None:
     """OCR PDFs into Dolma JSONL as a Prefect flow run.
 
@@ -169,6 +171,7 @@ def run_command(
             pdf_memory_budget_mb=pdf_memory_budget_mb,
             profile=chosen,
             layout=layout,
+            claim_lease_seconds=claim_lease_seconds,
             return_state=True,
         ))
     finish(ok, summary, workspace, json_out=json_out)
@@ -216,6 +219,7 @@ def reprocess_command(
     gpus: GpusOpt = None,
     render_workers: RenderWorkersOpt = RunConfig.render_workers,
     pdf_memory_budget_mb: PdfMemoryBudgetOpt = RunConfig.pdf_memory_budget_mb,
+    claim_lease_seconds: ClaimLeaseOpt = RunConfig.claim_lease_seconds,
 ) -> None:
     """Retry the PDFs in WORKSPACE's failure ledger (or exactly PDF...); exits as `run` does.
 
@@ -271,6 +275,7 @@ def reprocess_command(
             pdf_memory_budget_mb=pdf_memory_budget_mb,
             profile=chosen,
             layout=layout,
+            claim_lease_seconds=claim_lease_seconds,
             return_state=True,
         ))
     finish(ok, summary, workspace, json_out=json_out)
@@ -299,8 +304,10 @@ def print_summary(summary: dict[str, Any], workspace: str, *, json_out: bool) ->
     rate = pages / elapsed if elapsed > 0 else 0.0
     if summary.get("alarm"):
         typer.echo(f"WARNING: {summary['alarm']}")
+    others = int(summary.get("pdfs_ok_by_others") or 0)
+    share = f" (this run {summary.get('pdfs_ok', 0) - others}, others {others})" if others else ""
     typer.echo(
-        f"PDFs ok: {summary.get('pdfs_ok', 0)}  failed: {summary.get('pdfs_failed', 0)}  "
+        f"PDFs ok: {summary.get('pdfs_ok', 0)}{share}  failed: {summary.get('pdfs_failed', 0)}  "
         f"skipped: {summary.get('pdfs_skipped', 0)}  "
         + (f"not done: {summary['pdfs_stopped']}  " if summary.get("pdfs_stopped") else "")
         + f"pages: {pages}  "

@@ -1,4 +1,5 @@
-"""A local directory tree as a `Store`: atomic writes (temp file, fsync, rename), sorted
+"""A local directory tree as a `Store`: atomic writes (temp file, fsync, rename) and
+creates (temp file, fsync, link), sorted
 streaming listings, and keys that can never leave the root."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from pagegate.errors import DownloadError, StorageError, WriteRefusedError
 from pagegate.io.store import ObjectInfo, check_key, check_prefix
@@ -69,6 +70,24 @@ class LocalStore:
         old file or the complete new one; a crash leaves at most a temp file that `list`
         ignores.
         """
+        self._publish(key, data, os.replace)
+
+    def create(self, key: str, data: bytes) -> bool:
+        """Write `key` only if no file has that name; False if one has.
+
+        The complete temp file is hard-linked to the name: link(2) fails with EEXIST when
+        the name exists, on local filesystems and on NFS alike, so a reader never sees a
+        partial claim and two creators never both win.
+        """
+        try:
+            self._publish(key, data, os.link)
+        except FileExistsError:
+            return False
+        return True
+
+    def _publish(self, key: str, data: bytes, put: Callable[[str, str], None]) -> None:
+        """Write a temp file in the target's directory, fsync it, `put` it at the target's
+        name (rename or link), and fsync the directory. FileExistsError passes through."""
         path = self.uri_for(key)
         directory = os.path.dirname(path)
         # Short and independent of the target's name: a 255-byte file name must still work.
@@ -83,13 +102,14 @@ class LocalStore:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException as exc:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            if isinstance(exc, OSError):
-                raise write_error(path, exc) from exc
+            put(tmp, path)
+        except FileExistsError:
             raise
+        except OSError as exc:
+            raise write_error(path, exc) from exc
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)  # renamed away already, or the link's spare name
         _fsync_dir(directory)
 
     def exists(self, key: str) -> bool:

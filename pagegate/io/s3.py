@@ -21,6 +21,8 @@ _CAUSE = "pagegate_failed_with"  # key in botocore's per-request context: the la
 
 # ClientError codes that mean "no such object" (HEAD answers carry no body, only the status).
 _MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+# A conditional create that found the key taken (or another conditional write of it under way).
+_TAKEN_CODES = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict", "409"})
 # Write failures that last: what botocore's retries cannot mend (its transient codes,
 # SlowDown, 500 and 503 among them, it retries itself). Access is denied or the account
 # disabled, the bucket is gone, the keys are unknown or their session has expired.
@@ -260,6 +262,26 @@ class S3Store:
         full = self._full_key(key)
         with write_errors(f"cannot write s3://{self.bucket}/{full}"):
             self.client.put_object(Bucket=self.bucket, Key=full, Body=data)
+
+    def create(self, key: str, data: bytes) -> bool:
+        """PutObject with `If-None-Match: *`: S3 stores it only if the key is absent.
+
+        412 PreconditionFailed means the key exists. 409 ConditionalRequestConflict means
+        another conditional write of the key is under way: that writer wins, so it
+        counts as taken too (AWS: "Conditional writes", S3 user guide).
+        """
+        from botocore.exceptions import ClientError
+
+        full = self._full_key(key)
+        try:
+            with write_errors(f"cannot write s3://{self.bucket}/{full}"):
+                self.client.put_object(Bucket=self.bucket, Key=full, Body=data, IfNoneMatch="*")
+        except StorageError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ClientError) and s3_code(cause) in _TAKEN_CODES:
+                return False
+            raise
+        return True
 
     def exists(self, key: str) -> bool:
         from botocore.exceptions import BotoCoreError, ClientError

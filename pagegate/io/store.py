@@ -12,7 +12,10 @@ pipeline relies on:
 - `list` streams `ObjectInfo` sorted by key (S3's own UTF-8 binary order, which for
   Python strings equals code-point order), one page at a time, so a listing of
   millions of keys never sits in memory;
-- a missing object reads as `DownloadError(code="NoSuchKey")` on both.
+- a missing object reads as `DownloadError(code="NoSuchKey")` on both;
+- `create` is write-if-absent, atomic: of two creates of one key, exactly one returns
+  True (S3: PutObject with `If-None-Match: *`; on disk: a hard link, which fails when the
+  name exists). Claims on work are made of it (pagegate.claims).
 
 The boto3 client is built lazily from the standard AWS environment (AWS_ENDPOINT_URL,
 AWS_PROFILE, keys, region), so a store costs nothing until it touches the network.
@@ -50,6 +53,8 @@ class Store(Protocol):
     def read_bytes(self, key: str) -> bytes: ...
 
     def write_bytes(self, key: str, data: bytes) -> None: ...
+
+    def create(self, key: str, data: bytes) -> bool: ...
 
     def exists(self, key: str) -> bool: ...
 

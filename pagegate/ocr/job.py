@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pagegate import __version__
 from pagegate.errors import (
+    ClaimLostError,
     DownloadError,
     InputError,
     ServerUnavailableError,
@@ -64,8 +65,10 @@ def _utc_now_iso() -> str:
 async def process_pdf(ctx: RunContext, uri: str, group_id: str) -> PdfOutcome:
     """OCR one PDF and commit it, or record why it could not be done."""
     workspace = ctx.workspace
+    guard = _guard(ctx, group_id)
     try:
         ctx.halt.check()
+        ctx.claims.check_lost(group_id)
         if ctx.config.skip_committed and await asyncio.to_thread(_is_done, ctx, uri):
             return PdfOutcome(uri=uri, status="skipped")
         async with ctx.intake.enter() as entry:
@@ -84,13 +87,16 @@ async def process_pdf(ctx: RunContext, uri: str, group_id: str) -> PdfOutcome:
         if flag is not None and ctx.config.drop_on_page_errors:
             return await _record(ctx, flag)
         layout = layout_lines(dolma, pages) if ctx.config.layout else None
+        await ctx.claims.ready(group_id)
         location = await _commit(ctx, lambda: workspace.commit_document(
             uri, dolma, markdown=ctx.config.markdown, markdown_root=ctx.config.markdown_root,
-            flag=flag, layout=layout,
+            flag=flag, layout=layout, guard=guard,
         ))
     except WriteRefusedError as exc:
         ctx.halt.trip(exc)
         return PdfOutcome(uri=uri, status="stopped")
+    except ClaimLostError:  # another run has the group now: it does this PDF
+        return PdfOutcome(uri=uri, status="handed_over")
     except (InputError, ServerUnavailableError, StorageError) as exc:  # a line, no traceback
         return await _fail(ctx, uri, group_id, exc)
     except Exception as exc:  # one bad PDF must never stop the run
@@ -196,6 +202,7 @@ async def _ocr_all_pages(
 
     async def page(index: int) -> PageResult:
         try:
+            ctx.claims.check_lost(group_id)
             return await ctx.pages.run(doc, index, group_id)
         finally:
             entry.page_done()
@@ -203,9 +210,15 @@ async def _ocr_all_pages(
     try:
         async with asyncio.TaskGroup() as tg:
             tasks = [tg.create_task(page(i)) for i in range(doc.page_count)]
-    except* (ServerUnavailableError, WriteRefusedError) as group:
+    except* (ServerUnavailableError, WriteRefusedError, ClaimLostError) as group:
         raise group.exceptions[0] from None
     return [t.result() for t in tasks]
+
+
+def _guard(ctx: RunContext, group_id: str | None) -> Callable[[], None]:
+    """Checked before each write of a commit or a record: the run still holds the group
+    (pagegate.claims.holder); else ClaimLostError, and nothing more is written."""
+    return lambda: ctx.claims.fence(group_id)
 
 
 async def _commit(ctx: RunContext, write: Callable[[], str]) -> str:
@@ -254,10 +267,14 @@ async def _record(ctx: RunContext, record: FailureRecord) -> PdfOutcome:
     if ctx.halt.error is not None:
         return PdfOutcome(uri=uri, status="stopped")
     try:
-        location: str | None = await asyncio.to_thread(ctx.workspace.record_failure, record)
+        await ctx.claims.ready(record.group_id)
+        location: str | None = await asyncio.to_thread(
+            ctx.workspace.record_failure, record, guard=_guard(ctx, record.group_id))
     except WriteRefusedError as exc:
         ctx.halt.trip(exc)
         return PdfOutcome(uri=uri, status="stopped")
+    except ClaimLostError:
+        return PdfOutcome(uri=uri, status="handed_over")
     except Exception:
         log.exception("could not write the ledger record for %s", uri)
         location = None

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import astuple, dataclass, field
-from typing import Literal
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, astuple, dataclass, field
+from typing import Any, Literal
 
-PdfStatus = Literal["ok", "failed", "skipped", "stopped"]
+PdfStatus = Literal["ok", "failed", "skipped", "stopped", "handed_over"]
 
 
 @dataclass(frozen=True)
 class PdfOutcome:
     """The result of one PDF. `skipped`: committed by an earlier run. `stopped`: not done,
-    because the workspace stopped taking writes (pagegate.ocr.halt); no ledger record."""
+    because the workspace stopped taking writes (pagegate.ocr.halt); no ledger record.
+    `handed_over`: not done here, because another run took the group over
+    (pagegate.claims); no record either."""
 
     uri: str
     status: PdfStatus
@@ -42,7 +44,7 @@ class Tally:
 
     def add(self, pdf: PdfOutcome) -> Tally:
         return Tally(self.ok + (pdf.status == "ok"), self.skipped + (pdf.status == "skipped"),
-                     self.stopped + (pdf.status == "stopped"), self.pages + pdf.pages,
+                     self.stopped + (pdf.status in ("stopped", "handed_over")), self.pages + pdf.pages,
                      self.fallback_pages + pdf.fallback_pages,
                      self.input_tokens + pdf.input_tokens, self.output_tokens + pdf.output_tokens)
 
@@ -60,6 +62,11 @@ class GroupOutcome:
     group_id: str
     pdfs: tuple[PdfOutcome, ...]
     tally: Tally = field(default_factory=Tally)
+    by: str | None = None  # the other run that did the group; None: this run
+
+    @property
+    def handed_over(self) -> tuple[PdfOutcome, ...]:
+        return tuple(p for p in self.pdfs if p.status == "handed_over")
 
     @property
     def failed(self) -> tuple[PdfOutcome, ...]:
@@ -83,11 +90,11 @@ class GroupOutcome:
         """The same totals, naming only failed and flagged PDFs."""
         named, tally = [], self.tally
         for pdf in self.pdfs:
-            if pdf.status == "failed" or pdf.reason:
+            if pdf.status in ("failed", "handed_over") or pdf.reason:
                 named.append(pdf)
             else:
                 tally = tally.add(pdf)
-        return GroupOutcome(self.group_id, tuple(named), tally)
+        return GroupOutcome(self.group_id, tuple(named), tally, self.by)
 
 
 @dataclass
@@ -103,11 +110,21 @@ class RunTotals:
     input_tokens: int = 0
     output_tokens: int = 0
     failures: list[PdfOutcome] = field(default_factory=list)
+    others_ok: int = 0                  # of pdfs_ok, those another run did (pagegate.claims)
+    others: tuple[str, ...] = ()        # the other runs that did some of the groups
+
+    @property
+    def this_run_ok(self) -> int:
+        return self.pdfs_ok - self.others_ok
 
     @classmethod
     def of(cls, groups: Iterable[GroupOutcome]) -> RunTotals:
         tally, failures = Tally(), []
+        others_ok, others = 0, dict[str, None]()
         for group in groups:
+            if group.by is not None:
+                others[group.by] = None
+                others_ok += group.tally.ok + sum(p.status == "ok" for p in group.pdfs)
             tally = tally.merge(group.tally)
             for pdf in group.pdfs:
                 tally = tally.add(pdf)
@@ -117,4 +134,19 @@ class RunTotals:
                    pdfs_stopped=tally.stopped,
                    pages=tally.pages, fallback_pages=tally.fallback_pages,
                    input_tokens=tally.input_tokens, output_tokens=tally.output_tokens,
-                   failures=failures)
+                   failures=failures, others_ok=others_ok, others=tuple(others))
+
+
+def outcome_to_json(outcome: GroupOutcome) -> dict[str, Any]:
+    """A group's outcome as JSON data, as a claim's release marker carries it to other runs."""
+    return asdict(outcome)
+
+
+def outcome_from_json(data: Mapping[str, Any]) -> GroupOutcome:
+    """The inverse of `outcome_to_json`; a field it does not know is refused (KeyError/TypeError)."""
+    return GroupOutcome(
+        group_id=str(data["group_id"]),
+        pdfs=tuple(PdfOutcome(**pdf) for pdf in data["pdfs"]),
+        tally=Tally(**data["tally"]),
+        by=data.get("by"),
+    )

@@ -10,6 +10,7 @@ counters, one spool folder for downloaded PDFs too large to hold in memory.
 from __future__ import annotations
 
 import tempfile
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
@@ -19,6 +20,9 @@ from typing import Any
 import httpx
 
 from pagegate.admission.base import Admission
+from pagegate.claims.board import Board
+from pagegate.claims.holder import Holder, open_holder
+from pagegate.claims.lease import Lease
 from pagegate.clock import Clock, MonotonicClock
 from pagegate.config import RunConfig
 from pagegate.io.s3 import LazyS3Client
@@ -48,6 +52,7 @@ class RunContext:
     intake: Intake
     spool_dir: Path
     halt: Halt
+    claims: Holder
 
 
 def pool_settings(config: RunConfig) -> PoolSettings:
@@ -80,6 +85,12 @@ def pages_ahead(admission: Admission, clock: Clock, config: RunConfig) -> int:
     return max(256, 3 * (limit if limit is not None else config.max_concurrent_requests))
 
 
+def run_label(config: RunConfig) -> str:
+    """This run's name in the workspace's claims: its Prefect flow run's id (a Retry of
+    the run is the same run, and takes back what it held), else a fresh one."""
+    return config.run_id or f"run-{uuid.uuid4()}"
+
+
 @asynccontextmanager
 async def open_run_context(
     config: RunConfig,
@@ -101,6 +112,10 @@ async def open_run_context(
     stats = RunStats(started_at=clock.now())
     halt = Halt()
     async with AsyncExitStack() as stack:
+        board = Board(workspace.store, run_label(config), name=config.run_name)
+        claims = await stack.enter_async_context(
+            open_holder(board, Lease(config.claim_lease_seconds), clock, on_refused=halt.trip)
+        )
         if renderer is None:
             renderer = await stack.enter_async_context(RenderPool(pool_settings(config)))
         spool_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="pagegate-spool-")))
@@ -145,6 +160,7 @@ async def open_run_context(
             intake=intake,
             spool_dir=spool_dir,
             halt=halt,
+            claims=claims,
         )
 
 

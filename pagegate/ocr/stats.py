@@ -20,6 +20,7 @@ class RunStats:
     output_tokens: int = 0
     pdfs_done: int = 0
     pdfs_failed: int = 0
+    pdfs_by_others: int = 0  # committed by other runs over the workspace (pagegate.claims)
 
     def pages_per_second(self, now: float) -> float:
         elapsed = now - self.started_at

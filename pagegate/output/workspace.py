@@ -18,7 +18,7 @@ the source URI, so two runs can at worst both write the same result, never two r
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pagegate.errors import DownloadError
@@ -74,27 +74,34 @@ class Workspace:
         markdown_root: str | None = None,
         flag: FailureRecord | None = None,
         layout: str | None = None,
+        guard: Callable[[], None] = lambda: None,
     ) -> str:
         """Write markdown (optional), then the result object; clear any old ledger record.
 
         With `flag` (a page_error_rate record) the record is written first and kept: a
         crash before the result lands leaves a recorded, uncommitted PDF, which every
-        later run redoes anyway.
+        later run redoes anyway. `guard` runs before each write and raises to stop the
+        rest (a run whose claim on the PDF's group lapsed, pagegate.claims.holder).
         """
         if flag is not None:
+            guard()
             self.store.write_bytes(ledger_key(flag.source), record_to_json(flag).encode("utf-8"))
         if markdown:
             md_key = "markdown/" + markdown_relpath(source_uri, markdown_root)
+            guard()
             self.store.write_bytes(md_key, markdown_text(doc).encode("utf-8"))
         if layout is not None:
+            guard()
             self.store.write_bytes(layout_key(source_uri), layout.encode("utf-8"))
         key = result_key(source_uri)
+        guard()
         self.store.write_bytes(key, dolma_line(doc).encode("utf-8"))
         if flag is None:
             self.store.delete(ledger_key(source_uri))
         return self.store.uri_for(key)
 
-    def record_failure(self, record: FailureRecord) -> str:
+    def record_failure(self, record: FailureRecord, *,
+                       guard: Callable[[], None] = lambda: None) -> str:
         """Write the record, then take it back if the PDF is committed after all.
 
         An overlapping run may commit the same PDF meanwhile. It writes the result and
@@ -104,6 +111,7 @@ class Workspace:
         committed, flagged document: it is kept.)
         """
         key = ledger_key(record.source)
+        guard()
         self.store.write_bytes(key, record_to_json(record).encode("utf-8"))
         if record.reason != "page_error_rate" and self.is_committed(record.source):
             self.store.delete(key)

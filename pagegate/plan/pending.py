@@ -19,6 +19,7 @@ from pagegate.output.workspace import Workspace
 from pagegate.pdf.counter import CountSettings, PageCounter
 from pagegate.plan.count import count_pages
 from pagegate.plan.groups import Group, PlannedPdf, plan_groups
+from pagegate.plan.shared import SharedPlan, plan_shared, read_parts
 
 
 @dataclass(frozen=True)
@@ -57,25 +58,34 @@ def plan_pending(
     password: str | None = None,
     workers: int = 8,
     counting: CountSettings | PageCounter | None = None,
+    shared_as: str | None = None,
 ) -> PendingPlan:
     """List `sources`, skip PDFs committed in `workspace` (None: skip nothing), cut groups.
 
     An entry that names nothing is kept in `missing` and the listing goes on. Pages are
     counted in counting processes (`counting`: their settings, or a counter to use).
+    With `shared_as` (this run's name) the groups are the workspace's shared plan
+    (pagegate.plan.shared): PDFs another run planned keep its groups and its counts.
     """
-    done = [0]
+    done: set[str] = set()
     missing: list[MissingSource] = []
     roots: list[str] = []
+    shared = SharedPlan()
+    if shared_as is not None and workspace is not None:
+        read_parts(workspace.store, shared)
 
     def check(uri: str) -> PlannedPdf | None:
         if workspace is not None and workspace.is_committed(uri):
             return None
+        group_id = shared.group_of.get(uri)
+        if group_id is not None:
+            return next(p for p in shared.groups[group_id] if p.uri == uri)
         return count_pages(uri, counter=counter, s3_client=s3_client, password=password)
 
-    def todo(planned: Iterable[PlannedPdf | None]) -> Iterator[PlannedPdf]:
-        for pdf in planned:
+    def todo(uris: Iterable[str]) -> Iterator[PlannedPdf]:
+        for uri, pdf in zip(uris, ordered_map(check, uris, workers=workers), strict=True):
             if pdf is None:
-                done[0] += 1
+                done.add(uri)
             else:
                 yield pdf
 
@@ -84,10 +94,16 @@ def plan_pending(
         on_missing=lambda uri, detail: missing.append(MissingSource(uri, detail)),
         on_root=roots.append,
     )
-    uris = (info.uri for info in listing)
+    uris = [info.uri for info in listing]
     with _counter(counting) as counter:
-        groups = plan_groups(todo(ordered_map(check, uris, workers=workers)), pages_per_group)
-    return PendingPlan(tuple(groups), done[0], tuple(missing), common_root(roots))
+        pending = list(todo(uris))
+    if shared_as is not None and workspace is not None:
+        groups = plan_shared(workspace.store, shared, pending,
+                             pages_per_group=pages_per_group, run=shared_as)
+        done -= {uri for group in groups for uri in group.uris}  # counted when its group runs
+    else:
+        groups = plan_groups(pending, pages_per_group)
+    return PendingPlan(tuple(groups), len(done), tuple(missing), common_root(roots))
 
 
 def plan_uris(

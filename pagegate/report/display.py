@@ -31,6 +31,7 @@ from pagegate.report.progress import (
     ProgressUpdate,
     Throttle,
     format_duration,
+    pdfs_ok,
     percent_converted,
     progress_line,
 )
@@ -61,7 +62,7 @@ def render_update(update: ProgressUpdate) -> Group:
         f"  ETA {format_duration(update.eta_seconds)}",
         f"  in flight {s.in_flight}",
         f"  server waiting {waiting}",
-        f"  PDFs {s.pdfs_done} ok / {s.pdfs_failed} failed of {s.pdfs_planned}",
+        f"  PDFs {pdfs_ok(s)} ok / {s.pdfs_failed} failed of {s.pdfs_planned}",
     )
     lines: list[Any] = [head, rates]
     if s.releases is not None:

@@ -140,8 +140,14 @@ class RunMonitor:
             self._told_scrape_error = True
         return take_sample(self.ctx.stats, self.plan, snapshot, self.ctx.clock.now())
 
-    def group_finished(self, group: Group, outcome: GroupOutcome) -> None:
-        self.plan.group_finished(group.pages, outcome.ok_pages)
+    def group_finished(self, group: Group, *outcomes: GroupOutcome) -> None:
+        """A group is done: by this run, by another (pagegate.claims.turns), or by both
+        (one outcome each) when another run took it over."""
+        for outcome in outcomes:
+            if outcome.by is not None:
+                self.ctx.stats.pdfs_by_others += outcome.tally.ok + sum(
+                    p.status == "ok" for p in outcome.pdfs)
+        self.plan.group_finished(group.pages, sum(o.ok_pages for o in outcomes))
 
     async def finish(self, totals: RunTotals, elapsed_seconds: float) -> RunReport:
         """Publish the final sample, then save the chart and the run record (not to a

@@ -76,6 +76,7 @@ class ProgressSample:
     pauses: int | None = None            # times page dispatch was paused (stale metrics, ...)
     last_decision: str | None = None     # the gate's last release decision (reason)
     paused: str | None = None            # why dispatch is paused now, if it is
+    pdfs_by_others: int = 0              # PDFs other runs over the workspace committed
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,7 @@ def take_sample(
         pdfs_planned=plan.pdfs_planned,
         pdfs_done=stats.pdfs_done,
         pdfs_failed=stats.pdfs_failed,
+        pdfs_by_others=stats.pdfs_by_others,
         groups_planned=plan.groups_planned,
         groups_done=plan.groups_done,
         input_tokens=stats.input_tokens,
@@ -206,6 +208,13 @@ def format_duration(seconds: float | None) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+def pdfs_ok(s: ProgressSample) -> str:
+    """The PDFs done so far, and, with other runs over the workspace, whose they are."""
+    if not s.pdfs_by_others:
+        return str(s.pdfs_done)
+    return f"{s.pdfs_done + s.pdfs_by_others} (this run {s.pdfs_done}, others {s.pdfs_by_others})"
+
+
 def progress_line(update: ProgressUpdate) -> str:
     """One line for logs, non-TTY terminals and the progress artifact's description."""
     s = update.sample
@@ -215,7 +224,7 @@ def progress_line(update: ProgressUpdate) -> str:
         f"ETA {format_duration(update.eta_seconds)}",
         f"in flight {s.in_flight}",
         f"server waiting {'?' if s.server_waiting is None else s.server_waiting}",
-        f"PDFs {s.pdfs_done} ok / {s.pdfs_failed} failed of {s.pdfs_planned}",
+        f"PDFs {pdfs_ok(s)} ok / {s.pdfs_failed} failed of {s.pdfs_planned}",
     ]
     if s.releases is not None:
         gate = f"gate: {s.last_decision or '-'}, {s.releases} releases, {s.pauses or 0} pauses"

@@ -75,6 +75,8 @@ class RunSummary:
         t = self.totals
         return {
             "pdfs_ok": t.pdfs_ok,
+            "pdfs_ok_by_others": t.others_ok,
+            "other_runs": list(t.others),
             "pdfs_failed": t.pdfs_failed,
             "pdfs_skipped": t.pdfs_skipped + self.already_done,
             "pdfs_stopped": t.pdfs_stopped,
@@ -98,7 +100,9 @@ class RunSummary:
         failures = self.totals.failures
         if failures:
             return f"{len(failures)} PDF(s) failed: {named([f.uri for f in failures])}"
-        return f"{self.totals.pdfs_ok} PDF(s) done, {self.totals.pages} pages"
+        t = self.totals
+        share = f" (this run {t.this_run_ok}, others {t.others_ok})" if t.others_ok else ""
+        return f"{t.pdfs_ok} PDF(s) done{share}, {t.pages} pages"
 
     def flagged_message(self) -> str | None:
         """A warning naming the documents committed with flagged fallback pages, if any."""
