@@ -233,7 +233,7 @@ async def execute_plan(
         try:
             turns = Turns(groups, workers=config.workers, holder=ctx.claims,
                           run_group=_group_runner(group_task), halt=ctx.halt,
-                          on_done=monitor.group_finished)
+                          on_done=monitor.group_finished, fresh_after=plan.mark)
             outcomes = await turns.run()
         finally:
             RUN_CONTEXT.reset(token)

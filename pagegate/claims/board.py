@@ -43,6 +43,7 @@ class Claim:
     name: str  # the run's display name (its Prefect flow run's)
     released: bool
     outcome: dict[str, Any] | None  # the holder's GroupOutcome (JSON) once released
+    modified: float | None = None   # when it was made, by the store's clock
 
 
 @dataclass(frozen=True)
@@ -64,15 +65,14 @@ class Board:
 
     def look(self, group_id: str) -> Claim | None:
         """The group's newest claim; None when no run ever claimed it."""
-        keys = [info.key for info in self.store.list(f"{CLAIMS}{group_id}/")]
-        generations = sorted(int(k.rsplit("/", 1)[1].split(".")[0]) for k in keys
-                             if k.endswith(".json"))
-        if not generations:
+        made = {int(info.key.rsplit("/", 1)[1].split(".")[0]): info.modified
+                for info in self.store.list(f"{CLAIMS}{group_id}/") if info.key.endswith(".json")}
+        if not made:
             return None
-        newest = generations[-1]
+        newest = max(made)
         data = json.loads(self.store.read_bytes(claim_key(group_id, newest)))
         return Claim(newest, str(data["run"]), str(data.get("name") or data["run"]),
-                     bool(data["released"]), data.get("outcome"))
+                     bool(data["released"]), data.get("outcome"), made[newest])
 
     def take(self, group_id: str, after: int | None) -> int | None:
         """Claim the group as the generation after `after` (None: the first); that
@@ -94,6 +94,12 @@ class Board:
         data = {"beat": count, "ended": ended, "name": self.name,
                 "host": socket.gethostname(), "pid": os.getpid()}
         self.store.write_bytes(beat_key(self.run), _encode(data))
+
+    def mark(self) -> float | None:
+        """Write this run's first heartbeat and return when it landed, by the store's
+        clock: claims released after it are news to this run (pagegate.claims.turns)."""
+        self.beat(0)
+        return next((info.modified for info in self.store.list(beat_key(self.run))), None)
 
     def beat_of(self, run: str) -> Beat | None:
         """Another run's heartbeat; None when it has none (it died before its first)."""

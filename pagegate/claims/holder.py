@@ -77,16 +77,12 @@ class Holder:
 
     # --- claims -----------------------------------------------------------------------
 
-    async def claim(self, group_id: str, seen: Claim | None = None) -> Claim | None:
-        """Claim the group: None when it is now this run's, else the live claim that
-        another run holds. `seen` is the claim to take over (a released or expired one);
-        without it the group is looked at first."""
-        claim: Claim | None = seen or await self.run_io(self.board.look, group_id)
-        if claim is not None and not claim.released and claim.run != self.run and seen is None:
-            return claim
-        after = claim.generation if claim is not None else None
+    async def claim(self, group_id: str, seen: Claim | None) -> Claim | None:
+        """Claim the group as the generation after `seen` (None: the first): None when it
+        is this run's now, else the claim of the run that made that generation first."""
+        after = seen.generation if seen is not None else None
         generation = await self.run_io(self.board.take, group_id, after)
-        if generation is None:  # another run made that generation first
+        if generation is None:
             taken: Claim | None = await self.run_io(self.board.look, group_id)
             if taken is None:
                 raise StorageError(f"the claim on group {group_id} cannot be read back")

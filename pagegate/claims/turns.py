@@ -66,13 +66,15 @@ class Turns:
     """Runs `run_group` over `groups`, at most `workers` at once, one run per group."""
 
     def __init__(self, groups: Sequence[Group], *, workers: int, holder: Holder,
-                 run_group: RunGroup, halt: Halt, on_done: OnDone | None = None) -> None:
+                 run_group: RunGroup, halt: Halt, on_done: OnDone | None = None,
+                 fresh_after: float | None = None) -> None:
         self.queue: deque[tuple[Group, Claim | None]] = deque((g, None) for g in groups)
         self.workers = workers
         self.holder = holder
         self.run_group = run_group
         self.halt = halt
         self.on_done = on_done
+        self.fresh_after = fresh_after  # the store's time this run began (Board.mark)
         self.watching: dict[str, _Watch] = {}
         self.running: dict[asyncio.Task[GroupOutcome], Group] = {}
         self.outcomes: list[GroupOutcome] = []
@@ -100,21 +102,47 @@ class Turns:
             held = await self._claim(group, seen)
             if held is None:
                 self.running[asyncio.ensure_future(self.run_group(group))] = group
+            elif isinstance(held, GroupOutcome):
+                self._done(group, held)
             else:
                 self._watch(group, held)
 
-    async def _claim(self, group: Group, seen: Claim | None) -> Claim | _Unread | None:
-        """None: the group is ours to run now; else the claim to watch."""
+    async def _claim(self, group: Group, seen: Claim | None
+                     ) -> Claim | _Unread | GroupOutcome | None:
+        """None: the group is ours to run now; an outcome: another run did it since this
+        run began; else the claim to watch. `seen`: the claim to take over, else look."""
         if self.halt.error is not None:
             return None  # every PDF stops at once; no claim is needed to say so
         try:
-            return await self.holder.claim(group.id, seen)
+            claim = seen or await self.holder.run_io(self.holder.board.look, group.id)
+            if seen is None and claim is not None:
+                if claim.released and claim.run != self.holder.run:
+                    news = self._news(claim)
+                    if news is not None:
+                        self.others.setdefault(claim.run, claim.name)
+                        return news
+                elif not claim.released and claim.run != self.holder.run:
+                    return claim
+            return await self.holder.claim(group.id, claim)
         except WriteRefusedError as exc:
             self.halt.trip(exc)
             return None
         except StorageError as exc:
             log.warning("cannot claim group %s yet: %s", group.id, exc)
             return _UNREAD
+
+    def _news(self, claim: Claim) -> GroupOutcome | None:
+        """The outcome of a group released done since this run began, by another run; None
+        for one released before (this run's plan already saw its commits: what is not
+        committed is a failure, which a new run retries as it always has)."""
+        if claim.outcome is None:
+            return None
+        outcome = outcome_from_json(claim.outcome)
+        if not done_by_holder(outcome):
+            return None
+        fresh = self.fresh_after is None or (claim.modified is not None
+                                             and claim.modified >= self.fresh_after)
+        return replace(outcome, by=claim.name) if fresh else None
 
     def _watch(self, group: Group, held: Claim | _Unread, ours: GroupOutcome | None = None) -> None:
         claim = held if isinstance(held, Claim) else None

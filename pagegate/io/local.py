@@ -166,7 +166,8 @@ def _walk_sorted(directory: str, key_prefix: str, want: str) -> Iterator[ObjectI
         except FileNotFoundError:  # deleted (or a dangling link) since scandir saw it
             continue
         if stat.S_ISREG(st.st_mode):
-            yield ObjectInfo(key=key, uri=entry.path, size=st.st_size, etag=local_etag(st))
+            yield ObjectInfo(key=key, uri=entry.path, size=st.st_size, etag=local_etag(st),
+                             modified=st.st_mtime)
 
 
 def _fsync_dir(directory: str) -> None:

@@ -332,6 +332,7 @@ def s3_list(
                     uri=f"{S3_SCHEME}{bucket}/{full}",
                     size=obj.get("Size"),
                     etag=etag.strip('"') if etag else None,
+                    modified=obj["LastModified"].timestamp() if "LastModified" in obj else None,
                 )
     except ClientError as exc:
         raise StorageError(f"cannot list {where}: {s3_code(exc)}") from exc

@@ -43,6 +43,7 @@ class ObjectInfo:
     uri: str  # full location: "s3://bucket/prefix/key" or absolute local path
     size: int | None
     etag: str | None  # S3 ETag (quotes stripped); local: f"{mtime_ns:x}-{size:x}"
+    modified: float | None = None  # epoch seconds by the store's own clock (S3 LastModified, mtime)
 
 
 class Store(Protocol):

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from pagegate.claims.board import Board
 from pagegate.io.pool import ordered_map
 from pagegate.io.sources import common_root, iter_sources
 from pagegate.output.workspace import Workspace
@@ -39,6 +40,7 @@ class PendingPlan:
     already_done: int
     missing: tuple[MissingSource, ...] = ()
     source_root: str | None = None
+    mark: float | None = None  # when planning began, by the workspace's clock (Board.mark)
 
     @property
     def pdfs(self) -> int:
@@ -70,8 +72,9 @@ def plan_pending(
     done: set[str] = set()
     missing: list[MissingSource] = []
     roots: list[str] = []
-    shared = SharedPlan()
+    shared, mark = SharedPlan(), None
     if shared_as is not None and workspace is not None:
+        mark = Board(workspace.store, shared_as).mark()  # before anything is looked at
         read_parts(workspace.store, shared)
 
     def check(uri: str) -> PlannedPdf | None:
@@ -103,7 +106,7 @@ def plan_pending(
         done -= {uri for group in groups for uri in group.uris}  # counted when its group runs
     else:
         groups = plan_groups(pending, pages_per_group)
-    return PendingPlan(tuple(groups), len(done), tuple(missing), common_root(roots))
+    return PendingPlan(tuple(groups), len(done), tuple(missing), common_root(roots), mark)
 
 
 def plan_uris(
