@@ -326,6 +326,7 @@ def test_a_group_released_before_this_run_began_is_history_and_one_released_sinc
     an_hour_ago = time.time() - 3600
     os.utime(store.uri_for(claim_key(old.id, 1)), (an_hour_ago, an_hour_ago))
     mark = Board(store, "late").mark()
+    assert mark is not None
     os.utime(store.uri_for(claim_key(new.id, 1)), (mark + 1, mark + 1))
 
     async def main() -> list[GroupOutcome]:
