@@ -31,7 +31,7 @@ from pydantic import SecretStr
 
 from pagegate.admission.base import Admission
 from pagegate.admission.build import GateSettings, open_admission
-from pagegate.claims.turns import Turns
+from pagegate.ocr.turns import Turns
 from pagegate.clock import MonotonicClock
 from pagegate.config import RunConfig
 from pagegate.errors import PreflightError
@@ -270,7 +270,7 @@ async def execute_plan(
 
 
 def _group_runner(task: Any) -> Callable[[Group], Awaitable[GroupOutcome]]:
-    """One group as the claims' turns run it (pagegate.claims.turns): its task, awaited in
+    """One group as the claims' turns run it (pagegate.ocr.turns): its task, awaited in
     this event loop, and the outcome read from its final state whatever that is
     (completed, cached, failed with its PDFs recorded, crashed)."""
 

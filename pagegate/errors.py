@@ -18,6 +18,8 @@ The tree separates *what went wrong* so that retries can tell the cases apart:
     │   └── WriteRefusedError      a store refuses writes for a reason no retry mends (no
     │                              space, access denied, bucket gone, credentials expired):
     │                              the run stops sending pages (pagegate.ocr.halt)
+    ├── ClaimLostError             another run took over this run's group (pagegate.claims):
+    │                              write nothing more for it; the PDF is handed over
     ├── CapacityError              the server could not take the request now (503/429,
     │                              refused, reset, timeout); back off, never burns a page retry
     │   └── ServerUnavailableError capacity errors lasted past the deadline

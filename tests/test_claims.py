@@ -22,7 +22,6 @@ import pytest
 from pagegate.claims.board import Board, claim_key
 from pagegate.claims.holder import Holder, open_holder
 from pagegate.claims.lease import Lease
-from pagegate.claims.turns import Turns
 from pagegate.clock import LoopClock
 from pagegate.errors import ClaimLostError, StorageError
 from pagegate.io.local import LocalStore
@@ -30,6 +29,7 @@ from pagegate.io.s3 import S3Store
 from pagegate.io.store import Store
 from pagegate.ocr.halt import Halt
 from pagegate.ocr.outcomes import GroupOutcome, PdfOutcome, RunTotals, Tally, outcome_to_json
+from pagegate.ocr.turns import Turns
 from pagegate.plan.groups import Group
 from pagegate.sim.virtual import RESOLUTION_S, VirtualLoop
 

@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("pagegate", "pagegate.errors", "pagegate.clock", "pagegate.settle", "pagegate.heap"),
     ("pagegate.io",),
+    ("pagegate.claims",),  # claims on groups in a workspace: the objects, the lease, the fence
     ("pagegate.pdf", "pagegate.vlm", "pagegate.samples"),
     ("pagegate.server",),
     ("pagegate.config",),

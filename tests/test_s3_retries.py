@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from pagegate.io.s3 import S3Store, attempt_error, make_s3_client, retry_line
+from pagegate.io.s3 import S3Store, make_s3_client
+from pagegate.io.s3_retries import attempt_error, retry_line
 
 
 def test_each_retry_is_logged_with_its_endpoint_attempt_and_cause(

@@ -8,6 +8,8 @@ share a workspace").
 
 - `lease`: the timing rules, pure;
 - `board`: the claim and heartbeat objects over a Store, blocking;
-- `holder`: one run's claims at run time: the heartbeat loop and the write fence;
-- `turns`: which group a run works on next, and waiting for the groups others hold.
+- `holder`: one run's claims at run time: the heartbeat loop and the write fence.
+
+Which group a run works on next, and how it waits for the groups others hold, is
+pagegate.ocr.turns: it runs groups, so it sits with the rest of a run.
 """

@@ -97,7 +97,7 @@ class Board:
 
     def mark(self) -> float | None:
         """Write this run's first heartbeat and return when it landed, by the store's
-        clock: claims released after it are news to this run (pagegate.claims.turns)."""
+        clock: claims released after it are news to this run (pagegate.ocr.turns)."""
         self.beat(0)
         return next((info.modified for info in self.store.list(beat_key(self.run))), None)
 

@@ -4,20 +4,17 @@ built from the standard AWS environment or from explicit credentials."""
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from pagegate.errors import DownloadError, StorageError, WriteRefusedError
+from pagegate.io.s3_retries import log_retries
 from pagegate.io.store import S3_SCHEME, ObjectInfo, S3Client, check_key, check_prefix
 
-log = logging.getLogger("pagegate.s3")
 
 DEFAULT_PAGE_SIZE = 1000  # S3's own maximum keys per ListObjectsV2 page
-_CAUSE = "pagegate_failed_with"  # key in botocore's per-request context: the last attempt's error
 
 # ClientError codes that mean "no such object" (HEAD answers carry no body, only the status).
 _MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
@@ -135,61 +132,6 @@ class LazyS3Client:
         return getattr(client, name)
 
 
-def log_retries(client: S3Client) -> None:
-    """Log each retry of a request to `client` as it starts: endpoint, attempt, last error.
-
-    botocore retries quietly (up to ten attempts with backoff, more with a dead endpoint's
-    connect timeouts), so an endpoint that does not answer looked like a hung run. Two
-    hooks on botocore's event system, no patching: `needs-retry` (after every attempt)
-    keeps the attempt's error in the request's context; `request-created` (before every
-    attempt) logs attempts after the first, with that error.
-    """
-    client.meta.events.register("needs-retry.s3", _note_failure)
-    client.meta.events.register("request-created.s3", _log_retry)
-
-
-def _note_failure(
-    request_dict: dict[str, Any], response: Any = None, caught_exception: Any = None, **_: Any
-) -> None:
-    cause = attempt_error(response, caught_exception)
-    if cause is not None:
-        request_dict["context"][_CAUSE] = cause
-
-
-def _log_retry(request: Any, operation_name: str, **_: Any) -> None:
-    retries = request.context.get("retries") or {}
-    attempt = int(retries.get("attempt") or 1)
-    if attempt > 1:
-        log.warning(retry_line(
-            operation_name, request.url, attempt, retries.get("max"), request.context.get(_CAUSE)
-        ))
-
-
-def attempt_error(response: Any, caught_exception: Any) -> str | None:
-    """What went wrong with one attempt, in a few words; None when it got an answer."""
-    if caught_exception is not None:
-        return f"{type(caught_exception).__name__}: {caught_exception}"
-    if not response:
-        return None
-    parsed = response[1] if isinstance(response, tuple) and len(response) > 1 else {}
-    status = parsed.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    if status is None or int(status) < 400:
-        return None
-    code = parsed.get("Error", {}).get("Code")
-    return f"HTTP {status} {code}" if code else f"HTTP {status}"
-
-
-def retry_line(
-    operation: str, url: str, attempt: int, max_attempts: int | None, cause: str | None
-) -> str:
-    """The log line of one S3 retry: which request, to which endpoint, which attempt, why."""
-    parts = urlsplit(url)
-    endpoint = f"{parts.scheme}://{parts.netloc}" if parts.netloc else url
-    of = f" of {max_attempts}" if max_attempts else ""
-    after = f" after {cause}" if cause else ""
-    return f"S3 {operation} to {endpoint}: retrying, attempt {attempt}{of}{after}"
-
-
 def _session(credentials: S3Credentials | None) -> Any:
     import boto3
 
@@ -264,12 +206,8 @@ class S3Store:
             self.client.put_object(Bucket=self.bucket, Key=full, Body=data)
 
     def create(self, key: str, data: bytes) -> bool:
-        """PutObject with `If-None-Match: *`: S3 stores it only if the key is absent.
-
-        412 PreconditionFailed means the key exists. 409 ConditionalRequestConflict means
-        another conditional write of the key is under way: that writer wins, so it
-        counts as taken too (AWS: "Conditional writes", S3 user guide).
-        """
+        """PutObject with `If-None-Match: *`: 412 when the key exists, 409 while another
+        conditional write of it is under way (that one wins): both mean taken."""
         from botocore.exceptions import ClientError
 
         full = self._full_key(key)

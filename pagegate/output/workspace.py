@@ -12,8 +12,9 @@ The result object is the commit marker and is written last, atomically, so a PDF
 either fully done or not done; markdown is written before it. A later success removes
 the PDF's ledger record; markdown and the layout sidecar are written before it. One exception: a document committed with too many fallback
 pages keeps a `page_error_rate` record beside it (written first), so `reprocess` can
-find it. Runs may overlap: every write is a whole-object replace of a key derived from
-the source URI, so two runs can at worst both write the same result, never two results.
+find it. Runs that overlap split the groups by claims (pagegate.claims), and every write
+is a whole-object replace of a key derived from the source URI, so even two runs that
+both converted a PDF write one result, never two.
 """
 
 from __future__ import annotations

@@ -141,7 +141,7 @@ class RunMonitor:
         return take_sample(self.ctx.stats, self.plan, snapshot, self.ctx.clock.now())
 
     def group_finished(self, group: Group, *outcomes: GroupOutcome) -> None:
-        """A group is done: by this run, by another (pagegate.claims.turns), or by both
+        """A group is done: by this run, by another (pagegate.ocr.turns), or by both
         (one outcome each) when another run took it over."""
         for outcome in outcomes:
             if outcome.by is not None:
