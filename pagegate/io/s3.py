@@ -13,7 +13,6 @@ from pagegate.errors import DownloadError, StorageError, WriteRefusedError
 from pagegate.io.s3_retries import log_retries
 from pagegate.io.store import S3_SCHEME, ObjectInfo, S3Client, check_key, check_prefix
 
-
 DEFAULT_PAGE_SIZE = 1000  # S3's own maximum keys per ListObjectsV2 page
 
 # ClientError codes that mean "no such object" (HEAD answers carry no body, only the status).
