@@ -229,11 +229,14 @@ async def execute_plan(
         open_run_context(config, admission, http=http, clock=clock) as ctx,
         open_run_monitor(ctx, groups) as monitor,
     ):
+        # Claims released since the plan was made are news; reprocess plans no mark.
+        fresh_after = plan.mark if plan.mark is not None else await ctx.claims.run_io(
+            ctx.claims.board.mark)
         token = RUN_CONTEXT.set(ctx)
         try:
             turns = Turns(groups, workers=config.workers, holder=ctx.claims,
                           run_group=_group_runner(group_task), halt=ctx.halt,
-                          on_done=monitor.group_finished, fresh_after=plan.mark)
+                          on_done=monitor.group_finished, fresh_after=fresh_after)
             outcomes = await turns.run()
         finally:
             RUN_CONTEXT.reset(token)

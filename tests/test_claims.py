@@ -166,9 +166,11 @@ async def one_run(store: Store, run: str, plan: list[Group], commits: Commits, *
                   workers: int = 2, start_s: float = 0.0) -> tuple[list[GroupOutcome], Turns]:
     clock = LoopClock()
     await clock.sleep(start_s)
-    async with open_holder(Board(store, run), LEASE, clock, run_io=inline) as holder:
+    board = Board(store, run)
+    mark = board.mark()  # what is released from now on is news to this run
+    async with open_holder(board, LEASE, clock, run_io=inline) as holder:
         turns = Turns(plan, workers=workers, holder=holder, run_group=commits.worker(holder),
-                      halt=Halt())
+                      halt=Halt(), fresh_after=mark)
         return await turns.run(), turns
 
 
@@ -290,10 +292,12 @@ def test_a_run_paused_past_its_lease_commits_nothing_for_the_groups_it_lost(
 
     async def paused_run() -> tuple[list[GroupOutcome], Turns]:
         clock = LoopClock()
-        async with open_holder(PausingBoard(store, "paused", pause, resume), LEASE, clock,
-                               run_io=inline) as holder:
+        board = PausingBoard(store, "paused", pause, resume)
+        mark = board.mark()
+        async with open_holder(board, LEASE, clock, run_io=inline) as holder:
             turns = Turns(plan, workers=2, holder=holder,
-                          run_group=commits.worker(holder, work_s=50.0), halt=Halt())
+                          run_group=commits.worker(holder, work_s=50.0), halt=Halt(),
+                          fresh_after=mark)
             return await turns.run(), turns
 
     async def main() -> Any:

@@ -74,7 +74,7 @@ class Turns:
         self.run_group = run_group
         self.halt = halt
         self.on_done = on_done
-        self.fresh_after = fresh_after  # the store's time this run began (Board.mark)
+        self.fresh_after = fresh_after  # the store's time this run began (Board.mark); None: never
         self.watching: dict[str, _Watch] = {}
         self.running: dict[asyncio.Task[GroupOutcome], Group] = {}
         self.outcomes: list[GroupOutcome] = []
@@ -140,8 +140,8 @@ class Turns:
         outcome = outcome_from_json(claim.outcome)
         if not done_by_holder(outcome):
             return None
-        fresh = self.fresh_after is None or (claim.modified is not None
-                                             and claim.modified >= self.fresh_after)
+        fresh = (self.fresh_after is not None and claim.modified is not None
+                 and claim.modified >= self.fresh_after)
         return replace(outcome, by=claim.name) if fresh else None
 
     def _watch(self, group: Group, held: Claim | _Unread, ours: GroupOutcome | None = None) -> None:
