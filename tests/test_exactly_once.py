@@ -73,6 +73,24 @@ def test_flagged_commit_keeps_its_page_error_rate_record(ws: Workspace) -> None:
     assert not ws.has_failure("a.pdf")
 
 
+def test_an_exclusive_commit_leaves_the_first_result_and_markdown_that_matches_it(
+    ws: Workspace,
+) -> None:
+    """Two runs converted the same PDF (one paused inside a write past its claim): the
+    first result stands, and the second run's markdown, written just before its result
+    was refused, is put back to the first one's text."""
+    first = {**DOC, "text": "read by the first run"}
+    assert ws.commit_document("a.pdf", first, markdown=True, exclusive=True) is not None
+    second = {**DOC, "text": "read by the second run"}
+    assert ws.commit_document("a.pdf", second, markdown=True, exclusive=True) is None
+    assert json.loads(ws.store.read_bytes(result_key("a.pdf")))["text"] == first["text"]
+    (md,) = [i.key for i in ws.store.list("markdown/")]
+    assert ws.store.read_bytes(md).decode() == first["text"]
+    # Without `exclusive` (reprocess) the result is replaced, as meant.
+    assert ws.commit_document("a.pdf", second, markdown=True) is not None
+    assert ws.store.read_bytes(md).decode() == second["text"]
+
+
 def test_results_are_keyed_by_source_so_repeated_commits_never_duplicate(ws: Workspace) -> None:
     for _ in range(3):
         ws.commit_document("s3://b/a.pdf", DOC, markdown=False)

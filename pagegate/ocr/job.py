@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pagegate import __version__
+from pagegate.config import RunConfig
 from pagegate.errors import (
     ClaimLostError,
     DownloadError,
@@ -90,8 +91,10 @@ async def process_pdf(ctx: RunContext, uri: str, group_id: str) -> PdfOutcome:
         await ctx.claims.ready(group_id)
         location = await _commit(ctx, lambda: workspace.commit_document(
             uri, dolma, markdown=ctx.config.markdown, markdown_root=ctx.config.markdown_root,
-            flag=flag, layout=layout, guard=guard,
+            flag=flag, layout=layout, guard=guard, exclusive=_exclusive(ctx.config),
         ))
+        if location is None:  # another run committed it first (a pause inside a write)
+            return PdfOutcome(uri=uri, status="skipped")
     except WriteRefusedError as exc:
         ctx.halt.trip(exc)
         return PdfOutcome(uri=uri, status="stopped")
@@ -202,7 +205,7 @@ async def _ocr_all_pages(
 
     async def page(index: int) -> PageResult:
         try:
-            ctx.claims.check_lost(group_id)
+            await ctx.claims.ready(group_id)  # no page goes out for a group that may be lost
             return await ctx.pages.run(doc, index, group_id)
         finally:
             entry.page_done()
@@ -221,7 +224,13 @@ def _guard(ctx: RunContext, group_id: str | None) -> Callable[[], None]:
     return lambda: ctx.claims.fence(group_id)
 
 
-async def _commit(ctx: RunContext, write: Callable[[], str]) -> str:
+def _exclusive(config: RunConfig) -> bool:
+    """A run that skips committed PDFs creates results only where none exist; reprocess and
+    --redo-flagged mean to replace them."""
+    return config.skip_committed and not config.redo_flagged
+
+
+async def _commit(ctx: RunContext, write: Callable[[], str | None]) -> str | None:
     """Commit in a thread and count it; a cancellation meanwhile still counts what lands.
 
     The thread cannot be stopped, so a run stopped mid-commit has that PDF committed
@@ -234,10 +243,10 @@ async def _commit(ctx: RunContext, write: Callable[[], str]) -> str:
         location = await asyncio.shield(future)
     except asyncio.CancelledError:
         await settle([future])  # the write runs to its end whatever happens here
-        if not future.cancelled() and future.exception() is None:
+        if not future.cancelled() and future.exception() is None and future.result():
             ctx.stats.pdfs_done += 1
         raise
-    ctx.stats.pdfs_done += 1
+    ctx.stats.pdfs_done += location is not None
     return location
 
 

@@ -186,8 +186,12 @@ class Turns:
         self._done(group, outcome)
 
     async def _release(self, group_id: str, outcome: dict[str, object] | None) -> None:
+        if self.halt.error is not None:  # the workspace takes no writes: the claim lapses
+            return
         try:
             await self.holder.release(group_id, outcome)
+        except WriteRefusedError as exc:
+            self.halt.trip(exc)
         except StorageError as exc:  # its lease runs out; another run redoes what is left
             log.warning("could not hand group %s back: %s", group_id, exc)
 

@@ -19,6 +19,7 @@ both converted a PDF write one result, never two.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -76,13 +77,18 @@ class Workspace:
         flag: FailureRecord | None = None,
         layout: str | None = None,
         guard: Callable[[], None] = lambda: None,
-    ) -> str:
+        exclusive: bool = False,
+    ) -> str | None:
         """Write markdown (optional), then the result object; clear any old ledger record.
 
         With `flag` (a page_error_rate record) the record is written first and kept: a
         crash before the result lands leaves a recorded, uncommitted PDF, which every
         later run redoes anyway. `guard` runs before each write and raises to stop the
         rest (a run whose claim on the PDF's group lapsed, pagegate.claims.holder).
+
+        `exclusive`: the result is created only if none exists (a run that skips committed
+        PDFs). None when another run's result was there first: it stands, and this run's
+        markdown, written just before, is put back to that result's text, so the two agree.
         """
         if flag is not None:
             guard()
@@ -96,7 +102,13 @@ class Workspace:
             self.store.write_bytes(layout_key(source_uri), layout.encode("utf-8"))
         key = result_key(source_uri)
         guard()
-        self.store.write_bytes(key, dolma_line(doc).encode("utf-8"))
+        if not exclusive:
+            self.store.write_bytes(key, dolma_line(doc).encode("utf-8"))
+        elif not self.store.create(key, dolma_line(doc).encode("utf-8")):
+            if markdown:
+                theirs = json.loads(self.store.read_bytes(key))
+                self.store.write_bytes(md_key, markdown_text(theirs).encode("utf-8"))
+            return None
         if flag is None:
             self.store.delete(ledger_key(source_uri))
         return self.store.uri_for(key)
