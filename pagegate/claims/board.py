@@ -1,14 +1,14 @@
 """The claim and heartbeat objects in a workspace, over any Store. Blocking I/O.
 
     claims/<group id>/<generation>.json   {"run": ..., "released": false|true, "outcome": ...}
-    runs/<run>.json                       {"beat": n, "ended": false|true, "host": ..., "pid": ...}
+    heartbeats/<run>.json                 {"beat": n, "ended": false|true, "host": ..., "pid": ...}
 
 A group's claim is its newest generation. Every change (a first claim, a takeover, a
 release) creates the next generation with `Store.create`, so of two runs that saw the
 same generation exactly one makes the next: a compare-and-swap built from the one
 atomic primitive both backends have. Generations are never deleted, so "absent" always
 means "nobody made it yet". A group's claim objects stay after the run (a few hundred
-bytes each); delete claims/ and runs/ when no run is going, to start afresh.
+bytes each); delete claims/ and heartbeats/ when no run is going, to start afresh.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pagegate.errors import DownloadError
 from pagegate.io.store import Store
 
 CLAIMS = "claims/"
-RUNS = "runs/"
+HEARTBEATS = "heartbeats/"
 
 
 def claim_key(group_id: str, generation: int) -> str:
@@ -31,7 +31,7 @@ def claim_key(group_id: str, generation: int) -> str:
 
 
 def beat_key(run: str) -> str:
-    return f"{RUNS}{run}.json"
+    return f"{HEARTBEATS}{run}.json"
 
 
 @dataclass(frozen=True)

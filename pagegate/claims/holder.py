@@ -1,7 +1,7 @@
 """One run's claims while it runs: its heartbeat, the groups it holds, and the fence
 that keeps a run which lost a claim from writing for that group.
 
-The heartbeat loop writes runs/<run>.json every quarter lease. A heartbeat that lands
+The heartbeat loop writes heartbeats/<run>.json every quarter lease. A heartbeat that lands
 after a gap of a write window or more follows a pause (SIGSTOP, a frozen VM, a store
 that refused heartbeats), and another run may have taken claims over meanwhile: the
 holder then re-claims each group by making its next generation, which fails exactly
