@@ -31,7 +31,6 @@ from pydantic import SecretStr
 
 from pagegate.admission.base import Admission
 from pagegate.admission.build import GateSettings, open_admission
-from pagegate.ocr.turns import Turns
 from pagegate.clock import MonotonicClock
 from pagegate.config import RunConfig
 from pagegate.errors import PreflightError
@@ -39,6 +38,7 @@ from pagegate.heap import bound_heap, trim
 from pagegate.ocr.job import record_missing
 from pagegate.ocr.outcomes import GroupOutcome
 from pagegate.ocr.run import open_run_context, open_run_server
+from pagegate.ocr.turns import Turns
 from pagegate.plan.groups import Group
 from pagegate.plan.pending import PendingPlan
 from pagegate.report.summary import (
