@@ -147,6 +147,13 @@ def test_progress_line_names_every_figure() -> None:
         assert part in line
 
 
+def test_progress_line_says_what_other_runs_over_the_workspace_did() -> None:
+    s = take_sample(RunStats(started_at=0.0, pages_done=120, pdfs_done=10, pdfs_by_others=25),
+                    PlanProgress(4, 40, 300), GATE, now=30.0)
+    assert "PDFs 35 (this run 10, others 25) ok / 0 failed of 40" in progress_line(
+        progress_update(s, []))
+
+
 def test_no_eta_while_paused() -> None:
     s = take_sample(RunStats(started_at=0.0, pages_done=120), PlanProgress(4, 40, 300),
                     {**GATE, "paused": "no_reading"}, now=30.0)

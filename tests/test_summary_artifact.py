@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import re
 
-from pagegate.ocr.outcomes import PdfOutcome, RunTotals
+from pagegate.ocr.outcomes import GroupOutcome, PdfOutcome, RunTotals, Tally
 from pagegate.report.summary import (
     CHART_INLINE_MAX_BYTES,
     RunSummary,
@@ -71,3 +71,19 @@ def test_the_headline_counts_the_pdfs_the_plan_skipped_too() -> None:
     assert summary.headline() == "3 PDF(s) done, 1 failed, 5 skipped; 6 pages in 1.0 s"
     assert "| PDFs skipped (already committed) | 5 |" in summary_markdown(
         _totals(), elapsed_seconds=1.0, already_done=5)
+
+
+def test_the_summary_names_the_other_runs_and_what_they_did() -> None:
+    """Groups another run did (pagegate.ocr.turns marks them `by`) count as done, and the
+    summary says by whom; the message splits the count the same way."""
+    mine = GroupOutcome("g1", (), Tally(ok=2, pages=4))
+    theirs = GroupOutcome("g2", (), Tally(ok=3, pages=6), by="calm-owl")
+    totals = RunTotals.of([mine, theirs])
+    assert (totals.pdfs_ok, totals.others_ok, totals.this_run_ok) == (5, 3, 2)
+    text = summary_markdown(totals, elapsed_seconds=2.0)
+    assert "| PDFs done | 5 |" in text
+    assert "| of them by other runs | 3 (calm-owl) |" in text
+    summary = RunSummary.of([mine, theirs], already_done=0, elapsed_seconds=2.0)
+    assert summary.message() == "5 PDF(s) done (this run 2, others 3), 10 pages"
+    alone = summary_markdown(RunTotals.of([mine]), elapsed_seconds=2.0)
+    assert "other runs" not in alone

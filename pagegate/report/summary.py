@@ -198,6 +198,8 @@ def summary_markdown(
         "| run | total |",
         "|---|---|",
         f"| PDFs done | {totals.pdfs_ok} |",
+        *([f"| of them by other runs | {totals.others_ok} ({', '.join(totals.others)}) |"]
+          if totals.others else []),
         f"| PDFs failed | {totals.pdfs_failed} |",
         f"| PDFs skipped (already committed) | {totals.pdfs_skipped + already_done} |",
         f"| pages | {totals.pages} |",
