@@ -192,3 +192,26 @@ def test_a_run_stopped_past_its_lease_leaves_no_second_or_torn_document(
     markdown = {p.stem: p.read_text() for p in (ws / "markdown").rglob("*.md")}
     assert markdown == texts
     assert read_ledger(ws) == {}
+
+
+def test_a_run_over_a_folder_and_one_over_a_list_of_its_pdfs_split_the_work(
+    sim: SimServer, corpus: Path, tmp_path: Path, api_env: dict[str, str]
+) -> None:
+    """A shard run's source is a list of PDFs (its manifest); a run over the folder the
+    PDFs are in and a run over such a list name the same PDFs, so they share one plan
+    and split its groups."""
+    ws = tmp_path / "ws"
+    listing = tmp_path / "shard.txt"
+    listing.write_text("".join(f"{p}\n" for p in sorted(corpus.glob("*.pdf"))))
+    before = metric_total(sim.metrics_url, SENT)
+    logs = [tmp_path / "folder.log", tmp_path / "list.log"]
+    procs = [start(corpus, str(ws), sim, api_env, logs[0])]
+    time.sleep(1.0)
+    procs.append(start(listing, str(ws), sim, api_env, logs[1]))
+    outputs = finish(procs, logs)
+    sent = metric_total(sim.metrics_url, SENT) - before
+    shares = [this_run(o) for o in outputs]
+    print(f"pages sent {sent:.0f} for {PDFS * PAGES}; PDFs per run {shares}")
+    check_all_done_once(read_results(ws), outputs, [p.returncode for p in procs])
+    assert sent <= 1.05 * PDFS * PAGES
+    assert sum(shares) == PDFS and min(shares) > 0, shares
