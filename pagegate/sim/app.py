@@ -1,9 +1,12 @@
 """The simulator's HTTP face: an OpenAI/vLLM-compatible server over the pure `NodeModel`.
 
 Routes (vLLM's OpenAI server, vllm/entrypoints/openai/api_server.py):
-- POST /v1/chat/completions: the body olmOCR sends (text part + data:image/png;base64
-  image). The reply is olmOCR-shaped (front matter + text) and its text starts with the
-  line `page <sha1(png)[:16]>`, then filler of ~4 characters per completion token.
+- POST /v1/chat/completions: the body a profile sends (text part + data:image/png;base64
+  image). The reply is in that profile's format (pagegate.sim.replies, the profile known
+  by its prompt). Given `--pdfs`, a request showing one of their pages is answered with
+  the page's text layer, boxes where its lines are (pagegate.sim.pages); any other page
+  gets the line `page <sha1(png)[:16]>`, which olmOCR's format pads with filler of ~4
+  characters per completion token.
 - GET /v1/models, GET /health, GET /metrics (vLLM's metric names, exporter.py).
 - GET /metrics/?name[]=...: only the named samples, as vLLM's mounted prometheus-client
   exposition serves them (an exact /metrics is vLLM's instrumentator, which ignores the
@@ -41,9 +44,10 @@ from starlette.routing import Route
 
 from pagegate.clock import Clock, MonotonicClock, ScaledClock
 from pagegate.sim.chat import BadRequest, completion_body, error_response, parse_chat_body
-from pagegate.sim.config import SimConfig
+from pagegate.sim.config import CUT_TOKENS, SimConfig
 from pagegate.sim.driver import SimEngine
 from pagegate.sim.exporter import NamedSamples, VllmMetricsCollector
+from pagegate.sim.pages import PageIndex
 from pagegate.sim.records import EngineDeadError, Finished, QueueFullError, RequestTooLongError
 from pagegate.sim.workload import output_tokens, prompt_tokens
 
@@ -68,6 +72,7 @@ def build_app(config: SimConfig, clock: Clock | None = None, *, engine: SimEngin
     task starts with the first chat request).
     """
     engine = engine or SimEngine(config, clock or default_clock(config))
+    corpus = PageIndex.from_paths(config.pdfs) if config.pdfs else None
     name = config.served_model_name
     registry = CollectorRegistry(auto_describe=False)
     registry.register(VllmMetricsCollector(engine.snapshot, name,
@@ -95,6 +100,11 @@ def build_app(config: SimConfig, clock: Clock | None = None, *, engine: SimEngin
         req_id = f"chatcmpl-{number:08d}"
         output = output_tokens(config.seed, page.digest, engine.profile.output_scale,
                                engine.samples[page.digest])
+        # Decoding and matching the image is CPU work: off the loop that serves /metrics.
+        found = await asyncio.to_thread(corpus.find, page.png) if corpus else None
+        if found is not None and config.cut_pages_match(found.text):
+            max_tokens = min(max_tokens, CUT_TOKENS)
+            output = max_tokens + 1
         try:
             future = engine.submit(req_id, prompt, output, max_tokens, body_bytes=len(raw), pixels=page.width * page.height)
             finished = await _until_done_or_disconnected(request, future)
@@ -115,7 +125,7 @@ def build_app(config: SimConfig, clock: Clock | None = None, *, engine: SimEngin
             # the page's next request is a fresh sample, which usually ends (why olmOCR
             # retries). Any other request for a page writes that page's own length.
             engine.samples[page.digest] += 1
-        return JSONResponse(completion_body(req_id, name, page, finished, config))
+        return JSONResponse(completion_body(req_id, name, page, finished, config, found))
 
     async def models(_: Request) -> Response:
         card = {

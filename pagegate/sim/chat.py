@@ -1,5 +1,6 @@
-"""The chat request and reply shapes the simulator speaks (pure): olmOCR's body in, an
-OpenAI chat.completion out, vLLM's error body for refusals."""
+"""The chat request and reply shapes the simulator speaks (pure): a profile's body in, an
+OpenAI chat.completion out in that profile's reply format (pagegate.sim.replies), vLLM's
+error body for refusals."""
 
 from __future__ import annotations
 
@@ -14,9 +15,17 @@ from typing import Any
 from starlette.responses import JSONResponse
 
 from pagegate.sim.config import SimConfig
+from pagegate.sim.pages import CorpusPage, TextLine
 from pagegate.sim.records import Finished
+from pagegate.sim.replies import (
+    apply_stop,
+    cut_reply,
+    malformed_reply,
+    olmocr_reply,
+    profile_of,
+    write_reply,
+)
 from pagegate.sim.workload import png_size, prompt_tokens
-from pagegate.vlm.reply import PageReply, format_reply_text
 
 CHARS_PER_TOKEN = 4
 _FILLER = (
@@ -40,6 +49,9 @@ class PageRequest:
     text_chars: int
     temperature: float
     max_tokens: int | None
+    prompts: tuple[str, ...] = ()
+    """The request's text parts and string messages: they tell which profile sent it."""
+    stop: tuple[str, ...] = ()
 
     @property
     def digest(self) -> str:
@@ -53,19 +65,19 @@ def parse_chat_body(body: object) -> PageRequest:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("messages must be a non-empty list")
-    text_chars = 0
+    texts: list[str] = []
     images: list[str] = []
     for message in messages:
         content = message.get("content") if isinstance(message, Mapping) else None
         if isinstance(content, str):
-            text_chars += len(content)
+            texts.append(content)
             continue
         if not isinstance(content, list):
             raise BadRequest("message content must be a string or a list of parts")
         for part in content:
             kind = part.get("type") if isinstance(part, Mapping) else None
             if kind == "text" and isinstance(part.get("text"), str):
-                text_chars += len(part["text"])
+                texts.append(part["text"])
             elif kind == "image_url" and isinstance(part.get("image_url"), Mapping):
                 url = part["image_url"].get("url")
                 if not isinstance(url, str):
@@ -76,6 +88,7 @@ def parse_chat_body(body: object) -> PageRequest:
     if len(images) != 1:
         raise BadRequest(f"expected exactly one image, got {len(images)}")
     png = _decode_png_data_url(images[0])
+    text_chars = sum(map(len, texts))
     try:
         width, height = png_size(png)
         prompt_tokens(width, height, text_chars)  # validates the size like the processor
@@ -89,7 +102,12 @@ def parse_chat_body(body: object) -> PageRequest:
         isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
     ):
         raise BadRequest("max_tokens must be an integer >= 1")
-    return PageRequest(png, width, height, text_chars, float(temperature), max_tokens)
+    stop = body.get("stop", ())
+    stop = (stop,) if isinstance(stop, str) else stop
+    if not isinstance(stop, list | tuple) or not all(isinstance(s, str) for s in stop):
+        raise BadRequest("stop must be a string or a list of strings")
+    return PageRequest(png, width, height, text_chars, float(temperature), max_tokens,
+                       tuple(texts), tuple(stop))
 
 
 def _decode_png_data_url(url: str) -> bytes:
@@ -102,22 +120,38 @@ def _decode_png_data_url(url: str) -> bytes:
         raise BadRequest("image_url holds invalid base64") from None
 
 
-def reply_content(page: PageRequest, completion_tokens: int, config: SimConfig) -> str:
-    """The model's text: front matter (unless garbage is injected), page line, filler."""
+STAND_IN_BOX = (0.1, 0.05, 0.9, 0.1)
+"""Where the stand-in line of a page the simulator cannot read is said to be."""
+
+
+def reply_content(page: PageRequest, done: Finished, config: SimConfig,
+                  found: CorpusPage | None = None) -> str:
+    """The model's text, in the format of the profile that sent the request.
+
+    A page of the corpus (`found`) is read as its text lines; any other page gets the
+    stand-in line `page <sha1(png)[:16]>`, which olmOCR's format pads with filler of ~4
+    characters per completion token. A reply the model did not finish is cut short.
+    """
+    profile = profile_of(page.prompts)
     marker = f"page {page.digest[:16]}"
-    garbage = page.temperature < config.garbage_below_temperature
-    rotated = config.rotate_landscape and page.width > page.height
-    reply = PageReply(
-        primary_language="en",
-        is_rotation_valid=not rotated,
-        rotation_correction=90 if rotated else 0,
-        is_table=False,
-        is_diagram=False,
-        text=marker,
-    )
-    head = marker if garbage else format_reply_text(reply)
-    room = completion_tokens * CHARS_PER_TOKEN - len(head) - 1
-    return head + "\n" + _filler(room) if room > 0 else head
+    lines = found.lines if found is not None else (TextLine(marker, STAND_IN_BOX),)
+    number = found.index + 1 if found is not None else 1
+    size = (page.width, page.height)
+    garbage = page.temperature < config.garbage_below_temperature or (
+        found is not None and config.malformed_pages_match(found.text))
+    if garbage:
+        text = malformed_reply(profile, lines, size, number)
+    elif profile.reply_format == "yaml-front-matter":
+        rotated = config.rotate_landscape and page.width > page.height
+        text = olmocr_reply("\n".join(line.text for line in lines), 90 if rotated else 0)
+    else:
+        text = write_reply(profile, lines, size, number)
+    if found is None and profile.reply_format == "yaml-front-matter":
+        room = done.completion_tokens * CHARS_PER_TOKEN - len(text) - 1
+        text = text + "\n" + _filler(room) if room > 0 else text
+    if done.finish_reason == "length":
+        text = cut_reply(text)
+    return apply_stop(text, page.stop)
 
 
 def _filler(chars: int) -> str:
@@ -125,7 +159,8 @@ def _filler(chars: int) -> str:
     return (_FILLER * repeats)[:chars].rstrip() or "."
 
 
-def completion_body(req_id: str, model: str, page: PageRequest, done: Finished, config: SimConfig) -> dict[str, Any]:
+def completion_body(req_id: str, model: str, page: PageRequest, done: Finished,
+                    config: SimConfig, found: CorpusPage | None = None) -> dict[str, Any]:
     """An OpenAI chat.completion object, as vLLM returns it."""
     return {
         "id": req_id,
@@ -137,7 +172,7 @@ def completion_body(req_id: str, model: str, page: PageRequest, done: Finished, 
                 "index": 0,
                 "message": {
                     "role": "assistant",
-                    "content": reply_content(page, done.completion_tokens, config),
+                    "content": reply_content(page, done, config, found),
                 },
                 "logprobs": None,
                 "finish_reason": done.finish_reason,

@@ -25,6 +25,7 @@ import typer
 
 from pagegate.sim.app import SimulatorCrashed, ready_line, serve_sim
 from pagegate.sim.config import SimConfig
+from pagegate.sim.pages import pdf_paths
 from pagegate.sim.profiles import PROFILES
 
 CRASH_EXIT_CODE = 3
@@ -120,6 +121,15 @@ def sim_command(
     hang_after_requests: Annotated[
         int, typer.Option(help="Fault: the engine hangs (API still up, tokens flat) after this many chat requests; SIGUSR1 hangs it at once (0 = never).")
     ] = 0,
+    pdfs: Annotated[
+        list[str] | None, typer.Option(help="PDFs, or folders of them, whose pages the simulator reads: it answers each with the page's text layer, in the requesting profile's format. Repeatable.")
+    ] = None,
+    malformed_pages: Annotated[
+        str, typer.Option(help="Fault: replies to --pdfs pages whose text matches this regex are malformed.")
+    ] = "",
+    cut_pages: Annotated[
+        str, typer.Option(help="Fault: replies to --pdfs pages whose text matches this regex run out of tokens (finish_reason length).")
+    ] = "",
 ) -> None:
     """Serve a simulated vLLM server (OpenAI API, /health, /metrics) until stopped or crashed."""
     positional, ignored = split_vllm_extras(list(ctx.args))
@@ -144,7 +154,11 @@ def sim_command(
             rotate_landscape=rotate_landscape,
             reject_status_every=reject_status_every,
             hang_after_requests=hang_after_requests,
+            pdfs=tuple(pdfs or ()),
+            malformed_pages=malformed_pages,
+            cut_pages=cut_pages,
         )
+        pdf_paths(pdfs or ())  # a path that is not there fails here, in one line
         config.server_profile()
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None

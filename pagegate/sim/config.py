@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
 from pagegate.sim.profiles import ServerProfile, get_server_profile
+
+CUT_TOKENS = 32
+"""Tokens a reply of the `cut_pages` fault runs to before it stops at its limit."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,14 @@ class SimConfig:
     """Fault: the engine stops stepping once this many chat requests arrived (0 = never).
     The API, /health and /metrics still answer; requests wait forever and the token
     counters stay flat (vLLM #39863). SIGUSR1 to the process does the same at once."""
+    pdfs: tuple[str, ...] = ()
+    """PDFs (or folders of them) whose pages the simulator reads: a request showing one
+    of their pages is answered with its text layer (pagegate.sim.pages)."""
+    malformed_pages: str = ""
+    """Fault: replies to corpus pages whose text matches this regex are malformed."""
+    cut_pages: str = ""
+    """Fault: replies to corpus pages whose text matches this regex run out of tokens
+    (finish_reason "length") after CUT_TOKENS tokens."""
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.time_scale) and self.time_scale > 0):
@@ -49,6 +61,11 @@ class SimConfig:
             raise ValueError("reject_status_every must be >= 0")
         if self.hang_after_requests < 0:
             raise ValueError("hang_after_requests must be >= 0")
+        for name in ("malformed_pages", "cut_pages"):
+            try:
+                re.compile(getattr(self, name))
+            except re.error as exc:
+                raise ValueError(f"{name} is not a regular expression: {exc}") from None
         if not self.served_model_name:
             raise ValueError("served_model_name must not be empty")
         for name in ("crash_waiting", "host_mem_limit_mb", "max_num_queued_reqs"):
@@ -59,6 +76,12 @@ class SimConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1")
+
+    def malformed_pages_match(self, text: str) -> bool:
+        return bool(self.malformed_pages) and re.search(self.malformed_pages, text) is not None
+
+    def cut_pages_match(self, text: str) -> bool:
+        return bool(self.cut_pages) and re.search(self.cut_pages, text) is not None
 
     def server_profile(self) -> ServerProfile:
         """The named profile with this config's overrides applied (validated again)."""
