@@ -1,7 +1,10 @@
 """`pagegate demo`: the whole pipeline on one machine, with nothing to configure.
 
 Sample PDFs (some deliberately broken) are generated, the simulator plays the vLLM
-server, Prefect runs ephemerally on SQLite, and the workspace is a local folder.
+server, Prefect runs ephemerally on SQLite, and the workspace is a local folder. The
+simulator is given the sample PDFs (`pagegate sim --pdfs`), so the documents hold each
+page's own text, in whichever model profile's format `--profile` names; with `--layout`
+the layout sidecars show where each line is, in PDF points.
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ from typing import Annotated, Any
 import typer
 
 from pagegate.sim.process import SimProcess
+from pagegate.vlm.profiles import PROFILES, get_profile
 
 RunFlow = Callable[..., tuple[bool, dict[str, Any]]]
 
 
-def run_demo(directory: Path, *, good: int, run: RunFlow) -> int:
+def run_demo(directory: Path, *, good: int, run: RunFlow, profile: str | None = None,
+             layout: bool = False) -> int:
     """Returns the process exit code: 0 when exactly the deliberately broken PDFs failed."""
     pdf_dir = directory / "pdfs"
     workspace = directory / "workspace"
@@ -28,7 +33,7 @@ def run_demo(directory: Path, *, good: int, run: RunFlow) -> int:
 
     files = write_sample_corpus(pdf_dir, good=good, include_bad=True)
     print(f"pagegate demo: {len(files)} sample PDFs in {pdf_dir}")
-    with SimProcess(profile="ci") as sim:
+    with SimProcess(profile="ci", extra_args=("--pdfs", str(pdf_dir))) as sim:
         print(f"pagegate demo: simulator (playing vLLM) at {sim.base_url}")
         _completed, summary = run(
             sources=[str(pdf_dir)],
@@ -36,6 +41,8 @@ def run_demo(directory: Path, *, good: int, run: RunFlow) -> int:
             server_url=sim.base_url,
             markdown=True,
             pages_per_group=20,
+            profile=profile,
+            layout=layout,
         )
     failed = summary.get("failed", [])
     print(
@@ -48,6 +55,9 @@ def run_demo(directory: Path, *, good: int, run: RunFlow) -> int:
     print(f"\nDolma JSONL: {workspace / 'results'}")
     print(f"Markdown:    {workspace / 'markdown'}")
     print(f"Ledger:      {workspace / 'ledger'}")
+    if layout:
+        print(f"Layout:      {workspace / 'layout'} (a JSONL file a document: each page's "
+              "blocks, boxes in PDF points)")
     expected_bad = {p.name for p in files if p.name.startswith("bad-")}
     failed_names = {Path(f["source"]).name for f in failed}
     if failed_names == expected_bad and summary.get("pdfs_ok", 0) == len(files) - len(expected_bad):
@@ -60,8 +70,16 @@ def run_demo(directory: Path, *, good: int, run: RunFlow) -> int:
 def demo_command(
     directory: Annotated[Path, typer.Option("--dir", help="Where to put sample PDFs and the workspace.")] = Path("pagegate-demo"),
     pdfs: Annotated[int, typer.Option(help="Good sample PDFs to generate (7 broken ones are added).")] = 16,
+    profile: Annotated[str | None, typer.Option(help=f"Model profile the simulator answers as: {', '.join(PROFILES)}.")] = None,
+    layout: Annotated[bool, typer.Option("--layout", help="Write the layout sidecars (profiles that give boxes).")] = False,
 ) -> None:
     """Generate sample PDFs, start the simulator, and OCR them on embedded defaults."""
     from pagegate.cli.flowrun import run_flow
 
-    raise typer.Exit(run_demo(directory.resolve(), good=pdfs, run=run_flow))
+    try:
+        if profile is not None:
+            get_profile(profile)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--profile") from None
+    raise typer.Exit(run_demo(directory.resolve(), good=pdfs, run=run_flow, profile=profile,
+                              layout=layout))

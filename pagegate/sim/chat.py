@@ -128,13 +128,14 @@ def reply_content(page: PageRequest, done: Finished, config: SimConfig,
                   found: CorpusPage | None = None) -> str:
     """The model's text, in the format of the profile that sent the request.
 
-    A page of the corpus (`found`) is read as its text lines; any other page gets the
-    stand-in line `page <sha1(png)[:16]>`, which olmOCR's format pads with filler of ~4
+    A page of the corpus (`found`) is read as its text lines; any other page, and one
+    with no text layer, gets the stand-in line `page <sha1(png)[:16]>`, which olmOCR's format pads with filler of ~4
     characters per completion token. A reply the model did not finish is cut short.
     """
     profile = profile_of(page.prompts)
     marker = f"page {page.digest[:16]}"
-    lines = found.lines if found is not None else (TextLine(marker, STAND_IN_BOX),)
+    # A page without a text layer (a scan) gets the stand-in too: the simulator reads no ink.
+    lines = found.lines if found is not None and found.lines else (TextLine(marker, STAND_IN_BOX),)
     number = found.index + 1 if found is not None else 1
     size = (page.width, page.height)
     garbage = page.temperature < config.garbage_below_temperature or (
