@@ -4,6 +4,7 @@ it at, and places each text line where the page displays it."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,7 +44,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
                                        include_bad=False)
 
 
-RULES = {  # the image rules of the profiles (pagegate.vlm.profiles), as render arguments
+RULES: dict[str, dict[str, Any]] = {  # the image rules of the profiles (pagegate.vlm.profiles), as render arguments
     "olmocr-2": {"target_longest_dim": 1288},
     "chandra-2": {"dpi": 192, "target_longest_dim": 3072, "max_pixels": 6_291_456},
     "docling 144 dpi": {"dpi": 144, "target_longest_dim": 10_000, "max_pixels": 11_289_600},
