@@ -34,7 +34,7 @@ def test_a_line_is_placed_where_the_turned_page_displays_it(
 
 
 def test_the_crop_box_origin_is_taken_off() -> None:
-    moved = tuple(v + d for v, d in zip(RECT, (10, 20, 10, 20), strict=True))
+    moved = (RECT[0] + 10, RECT[1] + 20, RECT[2] + 10, RECT[3] + 20)
     assert displayed_box(moved, 0, (10.0, 20.0), (W, H)) == pytest.approx((0.1, 0.1, 0.5, 0.2))
 
 
