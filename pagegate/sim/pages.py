@@ -57,6 +57,9 @@ class TextLine:
 
 @dataclass(frozen=True)
 class CorpusPage:
+    """One page the simulator was given: page `index` (0-based) of the PDF at `source`,
+    its text lines, its displayed width / height, and its thumbnail."""
+
     source: str
     index: int
     lines: tuple[TextLine, ...]
