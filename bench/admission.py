@@ -3,6 +3,7 @@
     python -m bench.admission                          # every named profile x every strategy
     python -m bench.admission --profiles rtx4090,h100 --json out.json --plot plots/
     python -m bench.admission --family 200 --seed 0 --jobs 2 --json family.json
+    python -m bench.admission --family 100 --seeds 1,2,3,4,5 --jobs 2   # side by side
 
 Each engine runs one workload (same pages, same seed) through each strategy with the
 production page path in virtual time (pagegate/sim/virtual.py). Utilization is a run's
@@ -24,7 +25,7 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -171,6 +172,20 @@ def family_summary(records: Sequence[dict[str, Any]], seed: int) -> str:
     return "\n".join(lines)
 
 
+def seeds_table(by_seed: Mapping[int, Sequence[dict[str, Any]]]) -> str:
+    """One row per seed of the family: no seed is special (the gate was tuned on seed 0)."""
+    lines = [f"| seed | engines | >= {TARGET} | median | lowest | crashes | engines over 1 % preemptions |",
+             "|---|---|---|---|---|---|---|"]
+    for seed, records in by_seed.items():
+        utils = sorted(r["utilization"] for r in records)
+        share = sum(u >= TARGET for u in utils) / len(utils)
+        lines.append(
+            f"| {seed} | {len(utils)} | {share:.1%} | {statistics.median(utils):.3f} | "
+            f"{utils[0]:.3f} | {sum(r['crashes'] for r in records)} | "
+            f"{sum(r['preemptions'] > 0.01 * r['pages'] for r in records)} |")
+    return "\n".join(lines)
+
+
 def plot_engine(records: Sequence[dict[str, Any]], path: Path) -> None:
     from bench.plot import plot_runs
 
@@ -190,6 +205,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="the server's seed (page lengths) and the family's")
     parser.add_argument("--family", type=int, default=0, metavar="N",
                         help="run the gate on N engines of the random family instead")
+    parser.add_argument("--seeds", default=None, metavar="S,S,...",
+                        help="with --family: judge the family of each seed, and print them side by side")
     parser.add_argument("--jobs", type=int, default=1, help="processes for --family")
     parser.add_argument("--json", type=Path, default=None, help="write one record per engine and strategy")
     parser.add_argument("--plot", type=Path, default=None, metavar="DIR",
@@ -217,21 +234,24 @@ def run_named(args: argparse.Namespace, log: Callable[[str], None]) -> list[dict
     return records
 
 
-def run_family(args: argparse.Namespace, log: Callable[[str], None]) -> list[dict[str, Any]]:
+def run_family(args: argparse.Namespace, log: Callable[[str], None],
+               seeds: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    """The family's records, seed by seed (`seeds`, else `--seed`), each engine once."""
+    jobs = [(seed, i) for seed in (seeds or [args.seed]) for i in range(args.family)]
     records: list[dict[str, Any]] = []
-    indexes = range(args.family)
+
+    def keep(record: dict[str, Any]) -> None:
+        records.append(record)
+        log(f"  {record['engine']}: {record['utilization']:.3f} ({record['wall_s']:.1f} s)"
+            f"{' CRASHED' * record['crashes']}")
+
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as pool:
-            futures = [pool.submit(judge_family_engine, args.seed, i) for i in indexes]
-            for future in futures:
-                records.append(future.result())
-                r = records[-1]
-                log(f"  {r['engine']}: {r['utilization']:.3f} ({r['wall_s']:.1f} s){' CRASHED' * r['crashes']}")
+            for future in [pool.submit(judge_family_engine, seed, i) for seed, i in jobs]:
+                keep(future.result())
     else:
-        for i in indexes:
-            records.append(judge_family_engine(args.seed, i))
-            r = records[-1]
-            log(f"  {r['engine']}: {r['utilization']:.3f} ({r['wall_s']:.1f} s){' CRASHED' * r['crashes']}")
+        for seed, i in jobs:
+            keep(judge_family_engine(seed, i))
     return records
 
 
@@ -239,7 +259,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     started = time.perf_counter()
     log = lambda line: print(line, flush=True)  # noqa: E731
-    if args.family:
+    if args.family and args.seeds:
+        seeds = [int(s) for s in args.seeds.split(",")]
+        records = run_family(args, log, seeds)
+        by_seed = {seed: [r for r in records if r["seed"] == seed] for seed in seeds}
+        for seed, rows in by_seed.items():
+            print(family_summary(rows, seed))
+        print(seeds_table(by_seed))
+    elif args.family:
         records = run_family(args, log)
         print(family_summary(records, args.seed))
     else:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from bench.admission import ALL_STRATEGIES, RECORD_KEYS, main, utilization
+from bench.admission import ALL_STRATEGIES, RECORD_KEYS, main, seeds_table, utilization
 from bench.harness import RunSpec, run_spec
 from pagegate.admission.base import Outcome
 from pagegate.clock import FakeClock, settle
@@ -307,3 +307,15 @@ def test_the_wall_clock_harness_crosses_the_process_boundary() -> None:
     result = run_spec(spec)
     assert result["crashed"] == 0 and result["pages_done"] == 80
     assert result["peak_waiting"] <= 64
+
+
+def test_the_seeds_table_gives_each_seed_its_own_row() -> None:
+    def record(u: float, crashes: int = 0, preemptions: int = 0) -> dict[str, Any]:
+        return {"utilization": u, "crashes": crashes, "preemptions": preemptions, "pages": 400}
+
+    table = seeds_table({
+        1: [record(0.99), record(0.96), record(1.0, preemptions=5)],
+        7: [record(0.90, crashes=1), record(0.98)],
+    }).splitlines()
+    assert table[2] == "| 1 | 3 | 66.7% | 0.990 | 0.960 | 0 | 1 |"
+    assert table[3] == "| 7 | 2 | 50.0% | 0.940 | 0.900 | 1 | 0 |"
