@@ -24,10 +24,14 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pypdfium2 as pdfium
-from PIL import Image
+if TYPE_CHECKING:  # pdfium, Pillow and numpy load only in a simulator given --pdfs:
+    # `pagegate run` imports this package's command, and keeps PDF libraries out of its
+    # process (tests/test_run_memory.py).
+    import numpy as np
+    import pypdfium2 as pdfium
+    from PIL import Image
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +77,9 @@ class CorpusPage:
 
 def thumbnail(image: Image.Image) -> np.ndarray:
     """The grey THUMB x THUMB box-filtered thumbnail of an image."""
+    import numpy as np
+    from PIL import Image
+
     return np.asarray(image.convert("L").resize((THUMB, THUMB), Image.Resampling.BOX),
                       dtype=np.float32)
 
@@ -125,6 +132,8 @@ def _page_lines(page: pdfium.PdfPage) -> tuple[TextLine, ...]:
 def read_pages(path: Path) -> list[CorpusPage]:
     """Every page of one PDF; a file pdfium cannot open gives none (it would fail a run
     before any request, so the simulator never has to answer for it)."""
+    import pypdfium2 as pdfium
+
     try:
         doc = pdfium.PdfDocument(path.read_bytes())
     except (pdfium.PdfiumError, OSError) as exc:
@@ -175,6 +184,9 @@ class PageIndex:
 
     def find(self, png: bytes) -> CorpusPage | None:
         """The page this image shows, or None when no page matches with margin."""
+        import numpy as np
+        from PIL import Image
+
         if not self.pages:
             return None
         try:
