@@ -19,7 +19,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 # Lowest first. Each entry is a layer; packages within one layer must not import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("pagegate", "pagegate.errors", "pagegate.clock", "pagegate.settle", "pagegate.heap"),
+    ("pagegate", "pagegate.errors", "pagegate.clock", "pagegate.settle", "pagegate.heap",
+     "pagegate.deploy"),  # deploy: the deployment files the package carries
     ("pagegate.io",),
     ("pagegate.claims",),  # claims on groups in a workspace: the objects, the lease, the fence
     ("pagegate.pdf", "pagegate.vlm", "pagegate.samples"),
