@@ -114,7 +114,7 @@ def test_tini_runs_first_and_passes_the_stop_on(rendered: tuple[dict[str, Any], 
     Prefect's own command for the run follows it (containers/Containerfile.gpu)."""
     manifest, _ = rendered
     job = container(manifest)
-    assert job["command"] == ["/usr/bin/tini", "--"]
+    assert job["command"] == ["/usr/bin/tini", "-s", "--"]
     assert job["args"] == ["prefect", "flow-run", "execute"]
     assert pod_spec(manifest)["terminationGracePeriodSeconds"] == 120
     assert pod_spec(manifest)["restartPolicy"] == "Never"
