@@ -47,15 +47,15 @@ from pagegate.report.summary import (
     failure_rows,
     workspace_stopped_line,
 )
-from tasks.admission_block import AdmissionGate
-from tasks.ocr_group import group_outcome, ocr_group
-from tasks.output_options import record_output_options
-from tasks.plan_groups import plan_pending_task
-from tasks.preflight import preflight_failed, preflight_failure
-from tasks.result_storage import resolve_result_storage
-from tasks.run_context_var import RUN_CONTEXT
-from tasks.run_monitor import create_summary_artifact, open_run_monitor
-from tasks.run_params import (
+from pagegate.tasks.admission_block import AdmissionGate
+from pagegate.tasks.ocr_group import group_outcome, ocr_group
+from pagegate.tasks.output_options import record_output_options
+from pagegate.tasks.plan_groups import plan_pending_task
+from pagegate.tasks.preflight import preflight_failed, preflight_failure
+from pagegate.tasks.result_storage import resolve_result_storage
+from pagegate.tasks.run_context_var import RUN_CONTEXT
+from pagegate.tasks.run_monitor import create_summary_artifact, open_run_monitor
+from pagegate.tasks.run_params import (
     AtLeastOne,
     PositiveSeconds,
     RunParams,

@@ -42,8 +42,8 @@ from pagegate.scale.summary import (
     planner_markdown,
     planner_summary,
 )
-from tasks.output_options import record_shard_options
-from tasks.shard_runs import PrefectShardRuns
+from pagegate.tasks.output_options import record_shard_options
+from pagegate.tasks.shard_runs import PrefectShardRuns
 
 
 @flow(name="ocr-planner")

@@ -21,19 +21,19 @@ from prefect import State, flow, get_run_logger
 from prefect.states import Completed
 from pydantic import SecretStr
 
-from flows.ocr_pdfs import execute_plan
 from pagegate.config import RunConfig
 from pagegate.errors import PreflightError
+from pagegate.flows.ocr_pdfs import execute_plan
 from pagegate.heap import bound_heap
 from pagegate.plan.reprocess import check_reasons
 from pagegate.report.summary import RunSummary
-from tasks.admission_block import AdmissionGate
-from tasks.output_options import with_recorded_options
-from tasks.plan_groups import plan_uris_task
-from tasks.preflight import preflight_failed, preflight_failure
-from tasks.reprocess_select import select_from_ledger_task
-from tasks.result_storage import resolve_result_storage
-from tasks.run_params import (
+from pagegate.tasks.admission_block import AdmissionGate
+from pagegate.tasks.output_options import with_recorded_options
+from pagegate.tasks.plan_groups import plan_uris_task
+from pagegate.tasks.preflight import preflight_failed, preflight_failure
+from pagegate.tasks.reprocess_select import select_from_ledger_task
+from pagegate.tasks.result_storage import resolve_result_storage
+from pagegate.tasks.run_params import (
     AtLeastOne,
     PositiveSeconds,
     RunParams,

@@ -4,7 +4,7 @@ The Block is configuration only. Prefect returns a fresh instance on every load 
 pydantic models do not carry asyncio objects across event loops, so the live gate is
 built from `to_config()` inside the flow's own loop (pagegate.admission.Gate).
 
-Register with:  prefect block register -m tasks.admission_block
+Register with:  prefect block register -m pagegate.tasks.admission_block
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ async def load_s3_credentials(name: str | None) -> S3Credentials | None:
     import prefect_aws  # noqa: F401  # registers its block types for Block.aload
     from prefect.blocks.core import Block
 
-    from tasks.preflight import named_block
+    from pagegate.tasks.preflight import named_block
 
     with named_block("prefect-aws", name, "--aws-credentials"):
         block = await Block.aload(block_reference(name))

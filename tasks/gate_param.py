@@ -16,8 +16,8 @@ from typing import Any
 
 from pagegate.admission.build import GateSettings, launch_config
 from pagegate.server.managed import ManagedServerConfig
-from tasks.admission_block import AdmissionGate
-from tasks.preflight import named_block
+from pagegate.tasks.admission_block import AdmissionGate
+from pagegate.tasks.preflight import named_block
 
 
 def gate_block_name(gate: AdmissionGate | str | None) -> str | None:

@@ -1,7 +1,7 @@
 """The task that OCRs one group, and how the flow reads its final state.
 
 Its result persists under a key that survives a retry of the same flow run
-(tasks.cache_keys): on a UI Retry every finished group comes back `Cached`, and only
+(pagegate.tasks.cache_keys): on a UI Retry every finished group comes back `Cached`, and only
 the groups that had a failed PDF run again. A group with a failed PDF therefore ends
 `Failed` (its outcome rides along as the state's data, so the flow can still count
 it): a failed state is never written under the cache key.
@@ -20,9 +20,9 @@ from pagegate.ocr.job import process_group
 from pagegate.ocr.outcomes import GroupOutcome, PdfOutcome
 from pagegate.plan.groups import Group
 from pagegate.report.summary import named
-from tasks.cache_keys import group_cache_key
-from tasks.run_context_var import current_run_context
-from tasks.task_log import quiet_returned_failures
+from pagegate.tasks.cache_keys import group_cache_key
+from pagegate.tasks.run_context_var import current_run_context
+from pagegate.tasks.task_log import quiet_returned_failures
 
 
 def _group_key(context: TaskRunContext, parameters: dict[str, Any]) -> str | None:

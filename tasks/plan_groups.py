@@ -1,6 +1,6 @@
 """The planning tasks: cut a run's sources (or a reprocess run's PDFs) into groups.
 
-Persisted under a key tied to the flow run (tasks.cache_keys): on a UI Retry the plan
+Persisted under a key tied to the flow run (pagegate.tasks.cache_keys): on a UI Retry the plan
 comes back `Cached`, so the retry works through the groups of the first attempt.
 """
 
@@ -17,8 +17,8 @@ from pagegate.config import RunConfig
 from pagegate.io.s3 import LazyS3Client
 from pagegate.output.workspace import Workspace
 from pagegate.plan.pending import PendingPlan, plan_pending, plan_uris
-from tasks.aws_credentials import load_s3_credentials
-from tasks.cache_keys import plan_cache_key
+from pagegate.tasks.aws_credentials import load_s3_credentials
+from pagegate.tasks.cache_keys import plan_cache_key
 
 
 def _plan_key(context: TaskRunContext, parameters: dict[str, Any]) -> str | None:

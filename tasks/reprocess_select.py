@@ -17,8 +17,8 @@ from pagegate.config import RunConfig
 from pagegate.io.s3 import S3Credentials, make_s3_client
 from pagegate.output.workspace import Workspace
 from pagegate.plan.reprocess import select_for_reprocess
-from tasks.aws_credentials import load_s3_credentials
-from tasks.cache_keys import plan_cache_key
+from pagegate.tasks.aws_credentials import load_s3_credentials
+from pagegate.tasks.cache_keys import plan_cache_key
 
 
 def _selection_key(context: TaskRunContext, parameters: dict[str, Any]) -> str | None:

@@ -15,7 +15,7 @@ retrieve workflow results": local results are not visible to a retry that runs e
 - `block-type/block-name`: a saved storage block, e.g. `s3-bucket/ocr-results` from
   prefect-aws, or a saved `pagegate-s3-result-storage` block.
 
-Register the block with:  prefect block register -m tasks.result_storage
+Register the block with:  prefect block register -m pagegate.tasks.result_storage
 """
 
 from __future__ import annotations

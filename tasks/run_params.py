@@ -23,11 +23,11 @@ from pagegate.config import RunConfig
 from pagegate.io.s3 import S3Credentials
 from pagegate.server.managed import ManagedServerConfig
 from pagegate.server.target import node_server_url
+from pagegate.tasks.admission_block import AdmissionGate
+from pagegate.tasks.aws_credentials import load_s3_credentials
+from pagegate.tasks.gate_param import gate_block_name, load_gate_settings, managed_server_for
+from pagegate.tasks.preflight import named_block
 from pagegate.vlm.profiles import choose_profile
-from tasks.admission_block import AdmissionGate
-from tasks.aws_credentials import load_s3_credentials
-from tasks.gate_param import gate_block_name, load_gate_settings, managed_server_for
-from tasks.preflight import named_block
 
 # Ranges for the flows' parameters. Prefect validates a run's parameters with the
 # pydantic model it builds from the signature, so a deployment run given

@@ -40,7 +40,7 @@ class Audit:
 
 
 def run_flow(**params: Any) -> tuple[Any, dict[str, Any]]:
-    from flows.ocr_pdfs import ocr_pdfs
+    from pagegate.flows.ocr_pdfs import ocr_pdfs
 
     run: Any = ocr_pdfs(**params, return_state=True)  # a coroutine; Prefect types it loosely
     state = asyncio.run(run)

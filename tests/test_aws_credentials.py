@@ -25,7 +25,7 @@ from pydantic import SecretStr
 
 from pagegate import samples
 from pagegate.io.s3 import S3Credentials, make_s3_client
-from tasks.aws_credentials import block_reference, s3_credentials_of
+from pagegate.tasks.aws_credentials import block_reference, s3_credentials_of
 from tests.fixtures.s3_auth import AuthS3, s3_auth_client
 from tests.helpers import REPO, cli_env, read_ledger, run_flow
 
@@ -150,7 +150,7 @@ def test_a_block_that_may_not_read_fails_the_pdfs_with_s3s_code_and_reprocess_ta
     assert all(rec["extra"]["s3_code"] == "AccessDenied" and "AccessDenied" in rec["detail"]
                for rec in ledger.values()), ledger
 
-    from flows.reprocess import reprocess
+    from pagegate.flows.reprocess import reprocess
 
     redo: Any = reprocess(workspace=str(workspace), server_url=sim.base_url,
                           aws_credentials="pg-ocr-keys", return_state=True)

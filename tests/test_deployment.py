@@ -41,8 +41,11 @@ def worker(tmp_path: Path, s3_env: str) -> Iterator[tuple[dict[str, str], IO[byt
     """The pool, the deployments and a worker process; the worker is stopped at teardown."""
     env = prefect_env(tmp_path / "prefect-home")
     prefect_cli(env, "work-pool", "create", "gpu", "--type", "process", "--overwrite")
+    # shard-k8s's pool, with its template (its Job: tests/test_kubernetes.py)
+    prefect_cli(env, "work-pool", "create", "gpu-k8s", "--type", "kubernetes", "--overwrite",
+                "--base-job-template", str(REPO / "pagegate" / "deploy" / "kubernetes-gpu.json"))
     out = prefect_cli(env, "deploy", "--all")
-    for name in ("ocr-pdfs/nightly", "ocr-pdfs/shard", "reprocess"):
+    for name in ("ocr-pdfs/nightly", "ocr-pdfs/shard", "ocr-pdfs/shard-k8s", "reprocess"):
         assert name in out, out
     # nightly's cron schedule is active in prefect.yaml. Pause it in this shared test
     # server (which also deletes the runs already scheduled from it), so that a suite

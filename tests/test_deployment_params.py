@@ -12,10 +12,10 @@ import pytest
 from prefect.utilities.callables import parameter_schema
 from prefect.utilities.schema_tools.validation import validate
 
-from flows.ocr_pdfs import ocr_pdfs
-from flows.reprocess import reprocess
-from tasks.admission_block import AdmissionGate
-from tasks.gate_param import gate_block_name
+from pagegate.flows.ocr_pdfs import ocr_pdfs
+from pagegate.flows.reprocess import reprocess
+from pagegate.tasks.admission_block import AdmissionGate
+from pagegate.tasks.gate_param import gate_block_name
 
 
 def schema_of(flow: Any) -> dict[str, Any]:

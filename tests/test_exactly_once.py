@@ -19,9 +19,9 @@ from pagegate.output.workspace import Workspace
 from pagegate.plan.groups import Group
 from pagegate.plan.pending import plan_pending, plan_uris
 from pagegate.plan.reprocess import check_reasons, select_for_reprocess
-from tasks.cache_keys import group_cache_key, plan_cache_key
-from tasks.ocr_group import FailedGroup, group_outcome
-from tasks.result_storage import S3ResultStorage, resolve_result_storage
+from pagegate.tasks.cache_keys import group_cache_key, plan_cache_key
+from pagegate.tasks.ocr_group import FailedGroup, group_outcome
+from pagegate.tasks.result_storage import S3ResultStorage, resolve_result_storage
 
 AT = "2026-03-25T10:00:00+00:00"
 DOC = {"id": "x", "text": "hello", "metadata": {}, "attributes": {}}

@@ -47,7 +47,7 @@ def served(s3_env: str, tmp_path: Path) -> Iterator[IO[bytes]]:
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     }
     log = tempfile.TemporaryFile()  # noqa: SIM115 (a file, never a pipe the runner could fill up)
-    code = f"from flows.ocr_pdfs import ocr_pdfs; ocr_pdfs.serve(name={DEPLOYMENT!r})"
+    code = f"from pagegate.flows.ocr_pdfs import ocr_pdfs; ocr_pdfs.serve(name={DEPLOYMENT!r})"
     proc = subprocess.Popen(
         [sys.executable, "-c", code], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
     )

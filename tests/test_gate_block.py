@@ -12,7 +12,7 @@ import pytest
 from pagegate.admission import GateConfig
 from pagegate.admission.build import apply_overrides
 from pagegate.config import RunConfig
-from tasks.gate_param import load_gate_block
+from pagegate.tasks.gate_param import load_gate_block
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
 
@@ -22,7 +22,7 @@ def test_block_registers_from_the_documented_command() -> None:
 
     env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
     proc = subprocess.run(
-        [sys.executable, "-m", "prefect", "block", "register", "-m", "tasks.admission_block"],
+        [sys.executable, "-m", "prefect", "block", "register", "-m", "pagegate.tasks.admission_block"],
         capture_output=True, text=True, env=env, timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -30,7 +30,7 @@ def test_block_registers_from_the_documented_command() -> None:
 
 
 def test_saved_block_round_trips_into_the_runtime_config() -> None:
-    from tasks.admission_block import AdmissionGate
+    from pagegate.tasks.admission_block import AdmissionGate
 
     AdmissionGate(cooldown_seconds=7.5, peak_ratio=0.2, max_in_flight_pages=300).save(
         "small-gpu", overwrite=True

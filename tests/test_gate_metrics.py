@@ -24,7 +24,7 @@ from pagegate.admission import (
 )
 from pagegate.clock import FakeClock
 from pagegate.server.metrics import named_metrics_url
-from tasks.admission_block import AdmissionGate
+from pagegate.tasks.admission_block import AdmissionGate
 
 # Shaped like a data-parallel vLLM V1 server's exposition (two engines); names as in
 # vllm/v1/metrics/loggers.py.

@@ -19,7 +19,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 # Lowest first. Each entry is a layer; packages within one layer must not import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("pagegate", "pagegate.errors", "pagegate.clock", "pagegate.settle", "pagegate.heap"),
+    ("pagegate", "pagegate.errors", "pagegate.clock", "pagegate.settle", "pagegate.heap",
+     "pagegate.deploy"),  # deploy: the deployment files the package carries
     ("pagegate.io",),
     ("pagegate.claims",),  # claims on groups in a workspace: the objects, the lease, the fence
     ("pagegate.pdf", "pagegate.vlm", "pagegate.samples"),
@@ -32,10 +33,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pagegate.sim",),  # the simulator and the virtual world that runs the page path on it
     ("pagegate.report",),
     ("pagegate.scale",),
-    ("tasks",),
-    ("flows",),
+    ("pagegate.tasks",),  # the repository's tasks/ and flows/, installed as these (pagegate/*)
+    ("pagegate.flows",),
     ("pagegate.cli",),
 )
+# The Prefect shells live in the repository's top-level folders; pagegate/tasks and
+# pagegate/flows are links to them, so the checkout and the wheel import them by one name.
+SHELLS = ("tasks", "flows")
 RANK = {unit: rank for rank, layer in enumerate(LAYERS) for unit in layer}
 
 
@@ -50,12 +54,15 @@ def unit_of(module: str) -> str:
 
 
 def module_name(path: Path) -> str:
-    name = ".".join(path.relative_to(REPO).with_suffix("").parts)
-    return name.removesuffix(".__init__")
+    """The name a file is imported by: tasks/ and flows/ are `pagegate.tasks`, `pagegate.flows`."""
+    parts = path.relative_to(REPO).with_suffix("").parts
+    if parts[0] in SHELLS:
+        parts = ("pagegate", *parts)
+    return ".".join(parts).removesuffix(".__init__")
 
 
 def imports_of(path: Path) -> list[tuple[str, int]]:
-    """Every pagegate/tasks/flows module `path` imports, at any depth (lazy ones too)."""
+    """Every pagegate module (tasks and flows included) `path` imports, at any depth (lazy ones too)."""
     found: list[tuple[str, int]] = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -69,11 +76,15 @@ def imports_of(path: Path) -> list[tuple[str, int]]:
                 found.append((node.module, node.lineno))
         elif isinstance(node, ast.Import):
             found += [(a.name, node.lineno) for a in node.names]
-    return [(m, line) for m, line in found if m.split(".")[0] in ("pagegate", "tasks", "flows")]
+    return [(m, line) for m, line in found if m.split(".")[0] in ("pagegate", *SHELLS)]
 
 
 def source_files() -> list[Path]:
-    return sorted(p for top in ("pagegate", "tasks", "flows") for p in (REPO / top).rglob("*.py"))
+    """Each file once: pagegate/ without its links to tasks/ and flows/, then those folders."""
+    shells = [REPO / top for top in SHELLS]
+    library = [p for p in (REPO / "pagegate").rglob("*.py")
+               if not any(p.is_relative_to(REPO / "pagegate" / top) for top in SHELLS)]
+    return sorted(library + [p for top in shells for p in top.rglob("*.py")])
 
 
 def test_every_package_has_a_layer() -> None:
@@ -90,6 +101,21 @@ def test_no_import_runs_back_up_or_sideways() -> None:
             if there != here and RANK[there] >= RANK[here]:
                 wrong.append(f"{path.relative_to(REPO)}:{line} ({here}) imports {target} ({there})")
     assert wrong == []
+
+
+def test_the_shells_are_imported_under_pagegate_only() -> None:
+    """A bare `tasks`/`flows` import works only in a checkout: installed, the wheel has
+    only `pagegate` at the top (tests/test_wheel.py), so such an import would fail there."""
+    for top in SHELLS:
+        link = REPO / "pagegate" / top
+        assert link.is_symlink() and link.resolve() == REPO / top, f"pagegate/{top} -> ../{top}"
+    bare = [
+        f"{path.relative_to(REPO)}:{line} imports {target}"
+        for path in [*source_files(), *REPO.glob("tests/*.py"), *REPO.glob("bench/*.py")]
+        for target, line in imports_of(path)
+        if target.split(".")[0] in SHELLS
+    ]
+    assert bare == []
 
 
 def test_the_layer_check_sees_a_wrong_import(tmp_path: Path) -> None:

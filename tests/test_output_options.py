@@ -14,7 +14,7 @@ from pagegate.output.options import (
     settle_options,
 )
 from pagegate.output.workspace import Workspace
-from tasks.output_options import record_options
+from pagegate.tasks.output_options import record_options
 
 DOC = {"id": "x", "text": "# hello", "metadata": {}}
 

@@ -10,7 +10,7 @@ import pytest
 from pagegate.clock import FakeClock
 from pagegate.ocr.stats import RunStats
 from pagegate.report.progress import PlanProgress, progress_update, take_sample
-from tasks.run_monitor import ProgressArtifactSink
+from pagegate.tasks.run_monitor import ProgressArtifactSink
 
 pytestmark = [
     pytest.mark.slow,

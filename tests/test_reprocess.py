@@ -76,7 +76,7 @@ def test_cli_reprocess_takes_only_the_chosen_reasons_from_the_ledger(
 def test_reprocess_redoes_flagged_documents_and_explicit_lists(
     tmp_path: Path, start_sim: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from flows.reprocess import reprocess
+    from pagegate.flows.reprocess import reprocess
 
     src = tmp_path / "in"
     src.mkdir()

@@ -25,11 +25,11 @@ import pytest
 import typer.main
 import yaml
 
-from flows.ocr_pdfs import ocr_pdfs
-from flows.planner import ocr_planner
-from flows.reprocess import reprocess
 from pagegate.cli.app import app
 from pagegate.config import PlannerConfig, RunConfig
+from pagegate.flows.ocr_pdfs import ocr_pdfs
+from pagegate.flows.planner import ocr_planner
+from pagegate.flows.reprocess import reprocess
 from pagegate.ocr.run import pool_settings
 from pagegate.pdf.worker_process import PoolSettings
 from pagegate.scale.plan import plan_shards

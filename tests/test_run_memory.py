@@ -40,7 +40,7 @@ def test_the_run_process_imports_no_pdf_library_and_no_prefect_server() -> None:
     """pdfium, pypdf, PIL and numpy live in the workers; Prefect's server in its own process."""
     heavy = ("pypdf", "pypdfium2", "PIL", "numpy", "imagecodecs", "reportlab", "matplotlib",
              "prefect.server.api.server", "sqlalchemy")
-    code = ("import sys, pagegate.cli.app, pagegate.cli.run, flows.ocr_pdfs, flows.reprocess, "
+    code = ("import sys, pagegate.cli.app, pagegate.cli.run, pagegate.flows.ocr_pdfs, pagegate.flows.reprocess, "
             "pagegate.ocr.job, pagegate.cli.prefect_server; "
             f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],

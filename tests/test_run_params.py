@@ -8,11 +8,11 @@ import inspect
 import pytest
 from pydantic import SecretStr
 
-from flows.ocr_pdfs import ocr_pdfs
-from flows.reprocess import reprocess
+from pagegate.flows.ocr_pdfs import ocr_pdfs
+from pagegate.flows.reprocess import reprocess
 from pagegate.server.managed import managed_server_config
-from tasks.admission_block import AdmissionGate
-from tasks.run_params import RunParams
+from pagegate.tasks.admission_block import AdmissionGate
+from pagegate.tasks.run_params import RunParams
 
 OWN = {"ocr-pdfs": {"sources"}, "reprocess": {"pdfs", "only_reasons"}}
 

@@ -150,7 +150,7 @@ def _served(node: Node) -> float:
 def test_a_dead_node_s_shard_finishes_on_another_node_and_every_pdf_is_done_once(
     nodes: list[Node], s3_bucket: str, s3_client: Any
 ) -> None:
-    from flows.planner import ocr_planner
+    from pagegate.flows.planner import ocr_planner
 
     a, b = nodes
     s3_client.put_bucket_versioning(

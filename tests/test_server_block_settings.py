@@ -12,8 +12,8 @@ from pagegate.clock import MonotonicClock
 from pagegate.config import RunConfig
 from pagegate.ocr.run import open_run_server
 from pagegate.server.watchdog import WatchLimits
-from tasks.admission_block import AdmissionGate
-from tasks.gate_param import managed_server_for
+from pagegate.tasks.admission_block import AdmissionGate
+from pagegate.tasks.gate_param import managed_server_for
 
 
 def test_block_supervision_lists_only_what_it_sets() -> None:

@@ -240,7 +240,7 @@ def test_a_prefect_flow_run_becomes_a_run_state() -> None:
     from prefect.client.schemas.objects import FlowRun
     from prefect.states import Running
 
-    from tasks.shard_runs import run_state
+    from pagegate.tasks.shard_runs import run_state
 
     created: Any = datetime(2026, 1, 1, tzinfo=UTC)  # Prefect types it as its DateTime
     running: Any = Running(message="on node b")

@@ -10,7 +10,7 @@ import io
 import logging
 import uuid
 
-from tasks.task_log import EmptyTracebackFilter, quiet_returned_failures
+from pagegate.tasks.task_log import EmptyTracebackFilter, quiet_returned_failures
 
 
 def _logger() -> tuple[logging.Logger, io.StringIO]:

@@ -6,6 +6,7 @@
     stats            pagegate.cli.stats
     sim              pagegate.sim.command (the vLLM-compatible simulator)
     blocks           pagegate.cli.blocks
+    deploy-files     pagegate.cli.deploy_files (prefect.yaml and the Kubernetes template)
 
 Prefect is imported only by the commands that run flows, so `pagegate sim` and
 `--help` stay quick.
@@ -17,6 +18,7 @@ import typer
 
 from pagegate.cli.blocks import blocks_app
 from pagegate.cli.demo import demo_command
+from pagegate.cli.deploy_files import deploy_files_command
 from pagegate.cli.plan import plan_command
 from pagegate.cli.run import reprocess_command, run_command
 from pagegate.cli.stats import stats_command
@@ -39,6 +41,7 @@ app.command(
     context_settings=SIM_CONTEXT,  # takes `vllm serve` flags, as python -m pagegate.sim does
 )(sim_command)
 app.add_typer(blocks_app)
+app.command("deploy-files")(deploy_files_command)
 
 if __name__ == "__main__":
     app()

@@ -1,6 +1,6 @@
 """`pagegate blocks register`: make pagegate's Prefect blocks appear in the UI.
 
-Registering a block type is what `prefect block register -m tasks.admission_block`
+Registering a block type is what `prefect block register -m pagegate.tasks.admission_block`
 does; this command does the same without the module path to remember, and can save a
 document of defaults so the flow's `gate` parameter has something to pick at once.
 Storage credentials use prefect-aws's own blocks, registered with its documented
@@ -37,7 +37,7 @@ def register(
 ) -> None:
     """Register the AdmissionGate block type with the Prefect API (PREFECT_API_URL)."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    from tasks.admission_block import AdmissionGate
+    from pagegate.tasks.admission_block import AdmissionGate
 
     AdmissionGate.register_type_and_schema()
     typer.echo(

@@ -115,6 +115,6 @@ def run_flow_state(start: Callable[[], Awaitable[Any]]) -> tuple[bool, dict[str,
 def run_flow(**params: Any) -> tuple[bool, dict[str, Any]]:
     """Run the ocr-pdfs flow with these parameters (`pagegate demo`); (completed?, summary)."""
     prefect_env()
-    from flows.ocr_pdfs import ocr_pdfs
+    from pagegate.flows.ocr_pdfs import ocr_pdfs
 
     return run_flow_state(lambda: ocr_pdfs(**params, return_state=True))

@@ -142,7 +142,7 @@ def run_command(
             aws_credentials=aws_credentials,
         ))
         prefect_env()
-        from flows.ocr_pdfs import ocr_pdfs
+        from pagegate.flows.ocr_pdfs import ocr_pdfs
 
         ok, summary = run_flow_state(lambda: ocr_pdfs(
             sources=list(sources),
@@ -248,7 +248,7 @@ def reprocess_command(
             aws_credentials=aws_credentials,
         ))
         prefect_env()
-        from flows.reprocess import reprocess
+        from pagegate.flows.reprocess import reprocess
 
         ok, summary = run_flow_state(lambda: reprocess(
             workspace=workspace,
