@@ -30,6 +30,11 @@ def cli_run(src: Path, ws: Path, server: str, *extra: str) -> subprocess.Popen[b
     )
 
 
+LEASE_S = 10.0
+"""The claim lease of both runs: the killed run's claims lapse after it, and the rerun
+takes its groups then (10 s here rather than the default 60)."""
+
+
 def test_kill_9_mid_run_then_rerun_gives_every_pdf_exactly_once(tmp_path: Path) -> None:
     pdfs = write_corpus(tmp_path / "in", 16, 3)
     ws = tmp_path / "ws"
@@ -37,7 +42,8 @@ def test_kill_9_mid_run_then_rerun_gives_every_pdf_exactly_once(tmp_path: Path) 
     # third commit, 39 pages are left at one page at a time, tens of seconds of decoding
     # that no stall of this test's 50 ms poll can outlast. One PDF per group.
     with SimProcess(profile="ci", extra_args=("--time-scale", "0.25", "--max-num-seqs", "1")) as slow:
-        proc = cli_run(tmp_path / "in", ws, slow.base_url, "--pages-per-group", "3", "--workers", "2")
+        proc = cli_run(tmp_path / "in", ws, slow.base_url, "--pages-per-group", "3", "--workers", "2",
+                       "--claim-lease-seconds", str(LEASE_S))
         try:
             deadline = time.monotonic() + 120
             while len(list((ws / "results").glob("*.jsonl"))) < 3:
@@ -57,7 +63,8 @@ def test_kill_9_mid_run_then_rerun_gives_every_pdf_exactly_once(tmp_path: Path) 
 
     with SimProcess(profile="ci") as fast:
         state, summary = run_flow(sources=[str(tmp_path / "in")], workspace=str(ws),
-                                  server_url=fast.base_url, pages_per_group=3)
+                                  server_url=fast.base_url, pages_per_group=3,
+                                  claim_lease_seconds=LEASE_S)
         requests = metric_total(fast.metrics_url, "vllm:request_success_total")
 
     final = audit(ws)

@@ -29,6 +29,9 @@ pytestmark = [pytest.mark.slow]
 
 PDFS = 150
 IN_FLIGHT = 4  # --no-gate --max-concurrent-requests 4: at most 4 pages on the server
+# A stopped run cannot write its last heartbeat either (the workspace refuses it), so its
+# claims lapse after the lease, and the rerun waits for them: 10 s here, not the default 60.
+LEASE = "10"
 # Pages answered but not yet committed when the first write was refused: one commit
 # thread each at most (asyncio.to_thread's pool: min(32, cpus + 4)).
 COMMITTING = min(32, (os.cpu_count() or 1) + 4)
@@ -55,7 +58,12 @@ def sent(sim: SimServer) -> float:
 
 def run_args(src: str, ws: str, sim: SimServer) -> tuple[str, ...]:
     return ("run", src, "--workspace", ws, "--server", sim.base_url, "--pages-per-group", "10",
-            "--no-gate", "--max-concurrent-requests", str(IN_FLIGHT))
+            "--no-gate", "--max-concurrent-requests", str(IN_FLIGHT), "--claim-lease-seconds", LEASE)
+
+
+# The first write refused can be any of a run's writes: a result, the claim on its next
+# group, or a heartbeat, whichever the run's tasks reach first.
+REFUSED_KEY = r"(results|claims|heartbeats)/\S+"
 
 
 def check_stopped(ran: Ran, ws: str, committed: int, pages_sent: float, why: str) -> None:
@@ -87,8 +95,8 @@ def test_a_local_workspace_that_fills_up_then_space_is_back(
     docs = read_results(ws)  # parses each one: every committed document is whole
     kept = len(docs)
     check_stopped(ran, str(ws), kept, sent(sim) - before,
-                  re.escape(f"cannot write {ws}/results/") + r"\S+: \[Errno 28\] No space "
-                  "left on device")
+                  re.escape(f"cannot write {ws}/") + REFUSED_KEY
+                  + r": \[Errno 28\] No space left on device")
     assert read_ledger(ws) == {}  # nothing is wrong with the PDFs left
     # Through Prefect: the flow run ended Failed with the same line as its message.
     state = last_flow_run_state()
@@ -124,8 +132,7 @@ def test_an_s3_workspace_whose_writes_are_denied(
     listed = s3_client.list_objects_v2(Bucket=s3_bucket, Prefix="ws/results/").get("Contents", [])
     assert len(listed) == 20
     check_stopped(ran, ws, 20, sent(sim) - before,
-                  # the first write refused: a result, or a claim on the next group
-                  re.escape(f"cannot write {ws}/") + r"(results|claims)/\S+: AccessDenied")
+                  re.escape(f"cannot write {ws}/") + REFUSED_KEY + ": AccessDenied")
     s3_proxy.plan.commits_until_revoked = None  # access is back
     again = cli(*run_args(str(tmp_path / "in"), ws, sim), env=env)
     assert again.code == 0, again.err[-3000:]
