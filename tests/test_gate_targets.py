@@ -19,7 +19,7 @@ from pagegate.sim.engines import NAMED_PAGES, named_engine, named_workload
 
 pytestmark = pytest.mark.slow
 
-FAMILY_SEED, FAMILY_ENGINES = 0, 20
+FAMILY_SEED, FAMILY_ENGINES = 0, 10
 MISSES: dict[str, str] = {}
 """Named profiles where today's gate misses a target, with the measured figure; strict,
 so a fix that meets the target must remove its entry."""
@@ -40,9 +40,9 @@ def test_default_gate_saturates_every_named_profile_without_crash(name: str) -> 
     assert gate["utilization"] >= TARGET
 
 
-@functools.cache  # both tests share the one computation (~4 min on one core)
+@functools.cache  # the three tests share the one computation (~1 min on one core)
 def family_records() -> tuple[dict[str, Any], ...]:
-    """The gate on the family's first 20 engines (seed 0), computed once for both tests."""
+    """The gate on the family's first 10 engines (seed 0), computed once for the three tests."""
     return tuple(judge_family_engine(FAMILY_SEED, i) for i in range(FAMILY_ENGINES))
 
 
